@@ -1,0 +1,42 @@
+-- Sliding-window counter (seed 000), atomic in Redis. Mirrors src/window.rs.
+-- KEYS[1] = the caller's counter, hash-tagged: "rl:{caller}:route" (fields w, c, p)
+-- ARGV[1] = limit per window, ARGV[2] = window length in milliseconds
+-- Returns { allowed (0/1), remaining, retry_after_ms, reset_ms }
+local limit = tonumber(ARGV[1])
+local window_ms = tonumber(ARGV[2])
+
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local w = math.floor(now_ms / window_ms)
+local elapsed = now_ms - w * window_ms
+local pos = elapsed / window_ms
+
+local s = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
+local sw, c, p = tonumber(s[1]), tonumber(s[2]) or 0, tonumber(s[3]) or 0
+if sw == nil or sw < w - 1 or sw > w then
+  c, p = 0, 0
+elseif sw == w - 1 then
+  p, c = c, 0
+end
+
+local estimate = p * (1 - pos) + c
+local allowed = estimate + 1 <= limit
+if allowed then c = c + 1 end
+
+redis.call('HSET', KEYS[1], 'w', w, 'c', c, 'p', p)
+redis.call('PEXPIRE', KEYS[1], window_ms * 2)
+
+local remaining = math.max(0, math.floor(limit - (p * (1 - pos) + c)))
+local retry_ms = 0
+if not allowed then
+  if c + 1 <= limit then
+    local target = 1 - (limit - c - 1) / p
+    retry_ms = math.max(0, (target - pos) * window_ms)
+  elseif limit < 1 then
+    retry_ms = window_ms
+  else
+    local next_pos = math.max(0, 1 - (limit - 1) / c)
+    retry_ms = (1 - pos) * window_ms + next_pos * window_ms
+  end
+end
+return { allowed and 1 or 0, remaining, math.ceil(retry_ms), math.ceil(window_ms - elapsed) }

@@ -1,0 +1,174 @@
+//! `failmode-reference`: the rate limiter seed 000 recommends, built properly, and the policies
+//! that go wrong in the field as switches of the same binary. It shares no code with the
+//! harness that measures it: HTTP is their only contract.
+
+pub mod breaker;
+pub mod bucket;
+pub mod config;
+mod headers;
+pub mod http;
+pub mod instances;
+pub mod limiter;
+pub mod local;
+pub mod metrics;
+pub mod policy;
+pub mod store;
+pub mod window;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use config::{Config, Discovery};
+use http::App;
+use instances::LiveInstances;
+use limiter::Limiter;
+use metrics::Metrics;
+use store::Store;
+
+/// How long start-up waits for Redis before saying it starts degraded.
+const STARTUP_GRACE: Duration = Duration::from_millis(500);
+
+/// A running instance: its listener, its state and its background tasks.
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    app: Arc<App>,
+    store: Option<Arc<Store>>,
+    instance_id: String,
+    stop: oneshot::Sender<()>,
+    serving: JoinHandle<std::io::Result<()>>,
+    background: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds the configured address and starts serving. An unreachable Redis is not an error:
+    /// the instance starts degraded, says so, and keeps reconnecting.
+    pub async fn start(config: Config) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(config.listen).await.map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
+        })?;
+        let addr = listener.local_addr()?;
+        let metrics = Arc::new(Metrics::new());
+        let live = Arc::new(LiveInstances::new(config.instance_count));
+        metrics.live_instances(live.get());
+
+        let needs_store = config.routes.iter().any(|r| r.policy.uses_store());
+        let store = needs_store.then(|| {
+            // The URL was validated when the configuration was parsed.
+            let client = redis::Client::open(config.redis_url.as_str())
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
+            client.map(|c| Arc::new(Store::start(c, config.connect_timeout, &config.key_prefix)))
+        });
+        let store = store.transpose()?;
+
+        let mut background = Vec::new();
+        if let (Some(store), Discovery::Redis) = (&store, config.discovery) {
+            background.push(instances::spawn_heartbeat(
+                Arc::clone(store),
+                Arc::clone(&live),
+                Arc::clone(&metrics),
+                config.instance_id.clone(),
+                config.heartbeat_interval,
+            ));
+        }
+        let limiter = Limiter::new(
+            config.routes.clone(),
+            store.clone(),
+            config.breaker,
+            live,
+            Arc::clone(&metrics),
+        );
+        if let Some(store) = &store {
+            let deadline = Instant::now() + STARTUP_GRACE;
+            while !store.is_connected() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            if !store.is_connected() {
+                tracing::warn!(
+                    redis = %config.redis_url,
+                    "store unreachable at start-up: starting degraded, deciding locally until it answers"
+                );
+                limiter.start_degraded();
+            }
+        }
+        let app = Arc::new(App {
+            limiter,
+            metrics,
+            caller_header: config.caller_header.clone(),
+            instance_id: config.instance_id.clone(),
+        });
+        let pruning = Arc::clone(&app);
+        background.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(10));
+            loop {
+                tick.tick().await;
+                pruning.limiter.prune(Instant::now());
+            }
+        }));
+
+        let (stop, stopped) = oneshot::channel::<()>();
+        let router = http::router(Arc::clone(&app));
+        let serving = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        for route in app.limiter.routes() {
+            tracing::info!(
+                path = %route.path,
+                policy = route.policy.name(),
+                limit = route.limit,
+                window = ?route.window,
+                store_timeout = ?route.store_timeout,
+                retries = route.store_retries,
+                breaker = route.breaker,
+                "route"
+            );
+        }
+        tracing::info!(%addr, instance = %config.instance_id, "listening");
+        Ok(Self {
+            addr,
+            app,
+            store,
+            instance_id: config.instance_id,
+            stop,
+            serving,
+            background,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn app(&self) -> &Arc<App> {
+        &self.app
+    }
+
+    /// Stops accepting, finishes the requests in flight and leaves the live set.
+    pub async fn shutdown(self) -> std::io::Result<()> {
+        let _ = self.stop.send(());
+        let served = self
+            .serving
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        for task in &self.background {
+            task.abort();
+        }
+        if let Some(store) = &self.store
+            && let Err(e) = store
+                .leave(&self.instance_id, Duration::from_millis(200))
+                .await
+        {
+            tracing::debug!(error = %e, "could not leave the live set; it will expire");
+        }
+        served
+    }
+}

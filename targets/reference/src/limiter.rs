@@ -1,0 +1,407 @@
+//! One decision per request: the store when it answers in time, else the route's policy.
+//!
+//! This is seed 000's `allow()` built out: breaker, timeout, no retries unless the policy asks,
+//! a fallback counter and a log line when the instance enters or leaves fallback.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::breaker::{Breaker, BreakerSettings, BreakerState, Permit};
+use crate::instances::LiveInstances;
+use crate::local::{CaughtCallers, LocalCounters};
+use crate::metrics::{Metrics, RouteLabel};
+use crate::policy::{Policy, Route};
+use crate::store::{Store, StoreError, StoreVerdict};
+
+/// Where a decision came from; the `Failmode-Source` header and a metrics label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Store,
+    Local,
+    FailOpen,
+    FailClosed,
+    DenyOnError,
+    Static,
+    Unlimited,
+}
+
+impl Source {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Store => "store",
+            Self::Local => "local",
+            Self::FailOpen => "fail_open",
+            Self::FailClosed => "fail_closed",
+            Self::DenyOnError => "deny_on_error",
+            Self::Static => "static",
+            Self::Unlimited => "unlimited",
+        }
+    }
+}
+
+/// Why the store was not used for a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackReason {
+    Timeout,
+    Connection,
+    BreakerOpen,
+    Error,
+}
+
+impl FallbackReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Connection => "connection",
+            Self::BreakerOpen => "breaker_open",
+            Self::Error => "error",
+        }
+    }
+
+    fn of(e: &StoreError) -> Self {
+        match e {
+            StoreError::Timeout(_) => Self::Timeout,
+            StoreError::Connection(_) => Self::Connection,
+            StoreError::Reply(_) => Self::Error,
+        }
+    }
+}
+
+/// The answer for one request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Decision {
+    Admitted {
+        source: Source,
+        /// What remains in the caller's quota, when the deciding counter knows it.
+        remaining: Option<u64>,
+        reset: Duration,
+    },
+    Limited {
+        source: Source,
+        retry_after: Duration,
+    },
+    /// The store is unavailable and the route fails closed.
+    Unavailable {
+        status: u16,
+        retry_after: Option<Duration>,
+    },
+}
+
+impl Decision {
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Self::Admitted { .. } => "admitted",
+            Self::Limited { .. } => "limited",
+            Self::Unavailable { .. } => "unavailable",
+        }
+    }
+
+    pub fn source(&self) -> Source {
+        match *self {
+            Self::Admitted { source, .. } | Self::Limited { source, .. } => source,
+            Self::Unavailable { .. } => Source::FailClosed,
+        }
+    }
+}
+
+/// Everything one instance decides with.
+#[derive(Debug)]
+pub struct Limiter {
+    routes: Vec<(Route, RouteLabel)>,
+    store: Option<Arc<Store>>,
+    breaker: Mutex<Breaker>,
+    breaker_settings: BreakerSettings,
+    local: LocalCounters,
+    caught: CaughtCallers,
+    live: Arc<LiveInstances>,
+    metrics: Arc<Metrics>,
+    degraded: AtomicBool,
+    /// When the store last answered: where a fail-static outage begins.
+    last_store_answer: Mutex<Instant>,
+}
+
+impl Limiter {
+    pub fn new(
+        routes: Vec<Route>,
+        store: Option<Arc<Store>>,
+        breaker: BreakerSettings,
+        live: Arc<LiveInstances>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let now = Instant::now();
+        let n = routes.len();
+        Self {
+            routes: routes
+                .into_iter()
+                .map(|r| {
+                    let label = RouteLabel(r.name.as_str().into());
+                    (r, label)
+                })
+                .collect(),
+            store,
+            breaker: Mutex::new(Breaker::new(breaker, now)),
+            breaker_settings: breaker,
+            local: LocalCounters::new(n, now),
+            caught: CaughtCallers::new(n),
+            live,
+            metrics,
+            degraded: AtomicBool::new(false),
+            last_store_answer: Mutex::new(now),
+        }
+    }
+
+    pub fn routes(&self) -> impl Iterator<Item = &Route> {
+        self.routes.iter().map(|(r, _)| r)
+    }
+
+    /// The index of the route serving `path`.
+    pub fn route_index(&self, path: &str) -> Option<usize> {
+        self.routes.iter().position(|(r, _)| r.path == path)
+    }
+
+    pub fn route(&self, index: usize) -> &Route {
+        &self.routes[index].0
+    }
+
+    pub fn breaker_state(&self) -> BreakerState {
+        self.breaker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .state()
+    }
+
+    pub fn live_instances(&self) -> u32 {
+        self.live.get()
+    }
+
+    /// Marks the instance degraded from the start (the store was unreachable at start-up).
+    pub fn start_degraded(&self) {
+        self.degraded.store(true, Ordering::Relaxed);
+        self.metrics.degraded(true);
+    }
+
+    /// Decides one request of `caller` on route `index`.
+    pub async fn decide(&self, index: usize, caller: &str) -> Decision {
+        let (route, label) = &self.routes[index];
+        let decision = match (route.policy, &self.store) {
+            (Policy::None, _) => Decision::Admitted {
+                source: Source::Unlimited,
+                remaining: None,
+                reset: Duration::ZERO,
+            },
+            (Policy::LocalOnly, _) | (_, None) => {
+                self.local_decision(index, caller, f64::from(route.limit))
+            }
+            (_, Some(store)) => match self.ask_store(store, route, caller).await {
+                Ok(v) => self.store_decision(index, caller, v),
+                Err(reason) => {
+                    self.metrics.fallback(label, reason.label());
+                    self.enter_fallback(route, reason);
+                    self.fallback(index, caller)
+                }
+            },
+        };
+        self.metrics
+            .decision(label, decision.outcome(), decision.source().label());
+        decision
+    }
+
+    async fn ask_store(
+        &self,
+        store: &Store,
+        route: &Route,
+        caller: &str,
+    ) -> Result<StoreVerdict, FallbackReason> {
+        let permit = if route.breaker {
+            self.breaker
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .permit(Instant::now())
+        } else {
+            Permit::Call
+        };
+        if permit == Permit::Rejected {
+            return Err(FallbackReason::BreakerOpen);
+        }
+        let mut last = FallbackReason::Error;
+        for _attempt in 0..=route.store_retries {
+            let started = Instant::now();
+            let outcome = store
+                .check(
+                    route.algorithm,
+                    caller,
+                    &route.name,
+                    route.limit,
+                    route.window,
+                    route.store_timeout,
+                )
+                .await;
+            let now = Instant::now();
+            if route.breaker {
+                self.record_breaker(now, permit, outcome.is_ok());
+            }
+            match outcome {
+                Ok(v) => {
+                    self.metrics.store_latency(now - started);
+                    if v.reloaded_script {
+                        self.metrics.script_reloaded();
+                        tracing::info!("store had lost its scripts (NOSCRIPT); reloaded them");
+                    }
+                    *self
+                        .last_store_answer
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = now;
+                    self.leave_fallback();
+                    return Ok(v);
+                }
+                Err(e) => last = FallbackReason::of(&e),
+            }
+            // A probe is one call; a retry after it would be a second, unpermitted one.
+            if permit == Permit::Probe {
+                break;
+            }
+        }
+        Err(last)
+    }
+
+    fn record_breaker(&self, now: Instant, permit: Permit, ok: bool) {
+        let mut breaker = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
+        let before = breaker.state();
+        let after = breaker.record(now, permit, ok);
+        drop(breaker);
+        let changed = std::mem::discriminant(&before) != std::mem::discriminant(&after);
+        let name = match after {
+            BreakerState::Closed => "closed",
+            BreakerState::Open { .. } => "open",
+            BreakerState::HalfOpen { .. } => "half_open",
+        };
+        self.metrics.breaker(after.as_gauge(), name, changed);
+        if changed {
+            tracing::info!(breaker = name, "circuit breaker changed state");
+        }
+    }
+
+    fn store_decision(&self, index: usize, caller: &str, v: StoreVerdict) -> Decision {
+        if v.allowed {
+            Decision::Admitted {
+                source: Source::Store,
+                remaining: Some(v.remaining),
+                reset: v.reset,
+            }
+        } else {
+            if self.routes[index].0.policy == Policy::FailStatic {
+                self.caught.caught(index, caller, Instant::now());
+            }
+            Decision::Limited {
+                source: Source::Store,
+                retry_after: v.retry_after,
+            }
+        }
+    }
+
+    fn fallback(&self, index: usize, caller: &str) -> Decision {
+        let route = &self.routes[index].0;
+        match route.policy {
+            Policy::FailOpen => Decision::Admitted {
+                source: Source::FailOpen,
+                remaining: None,
+                reset: Duration::ZERO,
+            },
+            Policy::FailClosed => Decision::Unavailable {
+                status: route.fail_status,
+                // 503 means "try later": say when the breaker will next look at the store.
+                retry_after: (route.fail_status == 503).then_some(self.breaker_settings.cooldown),
+            },
+            Policy::RetryThenDeny => Decision::Limited {
+                source: Source::DenyOnError,
+                retry_after: route.window,
+            },
+            Policy::FailStatic if self.caught_before_outage(index, caller) => Decision::Limited {
+                source: Source::Static,
+                retry_after: route.window,
+            },
+            Policy::LocalShare
+            | Policy::TimeoutOnly
+            | Policy::FailStatic
+            | Policy::LocalOnly
+            | Policy::None => {
+                let share = f64::from(route.limit) / f64::from(self.live.get().max(1));
+                self.local_decision(index, caller, share)
+            }
+        }
+    }
+
+    /// Whether the store refused `caller` within two windows of its last answer: such a
+    /// decision is held for the whole outage (the policy does not change, as in "fail static").
+    fn caught_before_outage(&self, index: usize, caller: &str) -> bool {
+        let last = *self
+            .last_store_answer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let since = last
+            .checked_sub(self.routes[index].0.window * 2)
+            .unwrap_or(last);
+        self.caught.caught_since(index, caller, since)
+    }
+
+    fn local_decision(&self, index: usize, caller: &str, limit: f64) -> Decision {
+        let route = &self.routes[index].0;
+        let v = self.local.check(
+            index,
+            route.algorithm,
+            caller,
+            limit,
+            route.window,
+            Instant::now(),
+        );
+        if v.allowed {
+            Decision::Admitted {
+                source: Source::Local,
+                remaining: Some(v.remaining),
+                reset: Duration::from_secs_f64(v.reset_s),
+            }
+        } else {
+            Decision::Limited {
+                source: Source::Local,
+                retry_after: Duration::from_secs_f64(v.retry_after_s),
+            }
+        }
+    }
+
+    fn enter_fallback(&self, route: &Route, reason: FallbackReason) {
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            self.metrics.degraded(true);
+            tracing::warn!(
+                reason = reason.label(),
+                route = %route.name,
+                policy = route.policy.name(),
+                live_instances = self.live.get(),
+                "entering fallback: deciding without the store"
+            );
+        }
+    }
+
+    fn leave_fallback(&self) {
+        if self.degraded.swap(false, Ordering::Relaxed) {
+            self.metrics.degraded(false);
+            tracing::info!("leaving fallback: the store answers again");
+        }
+    }
+
+    /// Forgets idle callers; run periodically.
+    pub fn prune(&self, now: Instant) {
+        let longest = self
+            .routes
+            .iter()
+            .map(|(r, _)| r.window)
+            .max()
+            .unwrap_or_default();
+        let idle = (longest * 2).max(Duration::from_secs(10));
+        self.local.prune(now, idle);
+        // Held decisions must outlive an outage of any length: only forget them while healthy.
+        if !self.degraded.load(Ordering::Relaxed) {
+            self.caught.prune(now, idle);
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The shared store: one call = one atomic script in Redis, bounded by a timeout, never retried
+//! here (retrying is a policy's decision, made in the limiter).
+
+mod connection;
+mod scripts;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Client;
+
+use crate::policy::Algorithm;
+use connection::Connection;
+use scripts::{LuaScript, Reloaded, Scripts};
+
+/// Why a store call gave no answer. Each is a fallback reason, never a failed request.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum StoreError {
+    #[error("store call timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("store connection failed: {0}")]
+    Connection(String),
+    #[error("store answered with an error: {0}")]
+    Reply(String),
+}
+
+/// The store's answer for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreVerdict {
+    pub allowed: bool,
+    pub remaining: u64,
+    pub retry_after: Duration,
+    pub reset: Duration,
+    /// The script was missing (`NOSCRIPT`) and was loaded again for this call.
+    pub reloaded_script: bool,
+}
+
+/// A handle on the limiter's Redis.
+#[derive(Debug)]
+pub struct Store {
+    connection: Arc<Connection>,
+    scripts: Arc<Scripts>,
+    key_prefix: String,
+}
+
+impl Store {
+    /// Starts connecting in the background; an unreachable Redis is not an error here.
+    pub fn start(client: Client, connect_timeout: Duration, key_prefix: &str) -> Self {
+        let scripts = Arc::new(Scripts::new());
+        Self {
+            connection: Connection::start(client, connect_timeout, Arc::clone(&scripts)),
+            scripts,
+            key_prefix: key_prefix.to_owned(),
+        }
+    }
+
+    /// Whether a connection is up right now (it may still be hung).
+    pub fn is_connected(&self) -> bool {
+        self.connection.is_connected()
+    }
+
+    /// The caller's key: hash-tagged on the caller so that every key of one caller shares a
+    /// Redis Cluster slot.
+    pub fn key(&self, caller: &str, route: &str) -> String {
+        format!("{}:{{{caller}}}:{route}", self.key_prefix)
+    }
+
+    /// One decision for `caller` on `route`, within `timeout`.
+    pub async fn check(
+        &self,
+        algorithm: Algorithm,
+        caller: &str,
+        route: &str,
+        limit: u32,
+        window: Duration,
+        timeout: Duration,
+    ) -> Result<StoreVerdict, StoreError> {
+        let script = match algorithm {
+            Algorithm::SlidingWindow => &self.scripts.sliding_window,
+            Algorithm::TokenBucket => &self.scripts.token_bucket,
+        };
+        let args = [limit.to_string(), window.as_millis().max(1).to_string()];
+        let (reply, reloaded) = self
+            .call(script, &self.key(caller, route), &args, timeout)
+            .await?;
+        match reply.as_slice() {
+            &[allowed, remaining, retry_ms, reset_ms] => Ok(StoreVerdict {
+                allowed: allowed == 1,
+                remaining: remaining.max(0) as u64,
+                retry_after: Duration::from_millis(retry_ms.max(0) as u64),
+                reset: Duration::from_millis(reset_ms.max(0) as u64),
+                reloaded_script: reloaded == Reloaded::Yes,
+            }),
+            other => Err(StoreError::Reply(format!(
+                "the script returned {other:?}, expected 4 integers"
+            ))),
+        }
+    }
+
+    /// Records this instance as alive and returns how many instances are.
+    pub async fn heartbeat(
+        &self,
+        instance_id: &str,
+        stale_after: Duration,
+        timeout: Duration,
+    ) -> Result<u32, StoreError> {
+        let key = format!("{}:instances", self.key_prefix);
+        let args = [instance_id.to_owned(), stale_after.as_millis().to_string()];
+        let (reply, _) = self
+            .call(&self.scripts.heartbeat, &key, &args, timeout)
+            .await?;
+        reply
+            .first()
+            .map(|&n| n.clamp(0, i64::from(u32::MAX)) as u32)
+            .ok_or_else(|| StoreError::Reply("the heartbeat returned nothing".into()))
+    }
+
+    /// Removes this instance from the live set (on a clean shutdown).
+    pub async fn leave(&self, instance_id: &str, timeout: Duration) -> Result<(), StoreError> {
+        let Some(mut lease) = self.connection.lease() else {
+            return Err(StoreError::Connection("not connected".into()));
+        };
+        let key = format!("{}:instances", self.key_prefix);
+        let mut cmd = redis::cmd("ZREM");
+        cmd.arg(key).arg(instance_id);
+        match tokio::time::timeout(timeout, cmd.query_async::<i64>(&mut lease.conn)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(StoreError::Connection(e.to_string())),
+            Err(_) => Err(StoreError::Timeout(timeout)),
+        }
+    }
+
+    async fn call(
+        &self,
+        script: &LuaScript,
+        key: &str,
+        args: &[String],
+        timeout: Duration,
+    ) -> Result<(Vec<i64>, Reloaded), StoreError> {
+        let Some(mut lease) = self.connection.lease() else {
+            return Err(StoreError::Connection("not connected".into()));
+        };
+        let outcome = tokio::time::timeout(
+            timeout,
+            scripts::eval_sha(&mut lease.conn, script, key, args),
+        )
+        .await;
+        match outcome {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) if is_connection_error(&e) => {
+                self.connection.broken(&lease);
+                Err(StoreError::Connection(e.to_string()))
+            }
+            Ok(Err(e)) => Err(StoreError::Reply(e.to_string())),
+            Err(_) => Err(StoreError::Timeout(timeout)),
+        }
+    }
+}
+
+fn is_connection_error(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+}

@@ -1,0 +1,220 @@
+//! The sliding-window counter of seed 000 as pure arithmetic.
+//!
+//! `scripts/sliding_window.lua` runs the same arithmetic inside Redis; this twin serves the
+//! local fallback (so local share and the store agree on what "the limit" means) and lets the
+//! maths be proven with a controllable clock instead of a live Redis `TIME`.
+
+/// One caller's counters: the window last seen and the counts of it and the one before.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SlidingWindow {
+    window: Option<i64>,
+    current: u64,
+    previous: u64,
+}
+
+/// The outcome of one check, with what the response headers need.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Verdict {
+    pub allowed: bool,
+    /// Requests still admissible right now, after this one.
+    pub remaining: u64,
+    /// Seconds until the limiter would admit another request if no more arrive.
+    pub retry_after_s: f64,
+    /// Seconds until the current window ends.
+    pub reset_s: f64,
+}
+
+impl SlidingWindow {
+    /// Decides one request at `now_s` (seconds on any clock that only moves forward).
+    ///
+    /// The estimate weights the previous window's count by how much of it still overlaps the
+    /// trailing interval: `previous * (1 - pos) + current`, admitted while `estimate + 1 <= limit`.
+    pub fn check(&mut self, now_s: f64, limit: f64, window_s: f64) -> Verdict {
+        let w = (now_s / window_s).floor() as i64;
+        let elapsed = now_s - w as f64 * window_s;
+        let pos = elapsed / window_s;
+        match self.window {
+            Some(seen) if seen == w => {}
+            Some(seen) if seen == w - 1 => {
+                self.previous = self.current;
+                self.current = 0;
+            }
+            // Idle for two windows or more (or never seen, or a clock that stepped back).
+            _ => {
+                self.previous = 0;
+                self.current = 0;
+            }
+        }
+        self.window = Some(w);
+        let estimate = self.previous as f64 * (1.0 - pos) + self.current as f64;
+        let allowed = estimate + 1.0 <= limit;
+        if allowed {
+            self.current += 1;
+        }
+        let reset_s = window_s - elapsed;
+        let estimate_after = self.previous as f64 * (1.0 - pos) + self.current as f64;
+        let remaining = (limit - estimate_after).floor().max(0.0) as u64;
+        let retry_after_s = if allowed {
+            0.0
+        } else {
+            retry_after(
+                self.previous as f64,
+                self.current as f64,
+                pos,
+                limit,
+                window_s,
+            )
+        };
+        Verdict {
+            allowed,
+            remaining,
+            retry_after_s,
+            reset_s,
+        }
+    }
+}
+
+/// How long until `estimate + 1 <= limit` holds again, assuming nothing else is admitted.
+fn retry_after(previous: f64, current: f64, pos: f64, limit: f64, window_s: f64) -> f64 {
+    if current + 1.0 <= limit {
+        // The previous window's weight must decay: need previous * (1 - p) <= limit - current - 1.
+        let target_pos = 1.0 - (limit - current - 1.0) / previous;
+        ((target_pos - pos) * window_s).max(0.0)
+    } else if limit < 1.0 {
+        // A share below one request per window never admits; say "one window" rather than infinity.
+        window_s
+    } else {
+        // This window is full: wait for the next, then for its weight on this one to decay.
+        let next_pos = (1.0 - (limit - 1.0) / current).max(0.0);
+        (1.0 - pos) * window_s + next_pos * window_s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn admit_n(w: &mut SlidingWindow, at: f64, n: usize, limit: f64, window: f64) -> usize {
+        (0..n)
+            .filter(|_| w.check(at, limit, window).allowed)
+            .count()
+    }
+
+    #[test]
+    fn seed_000_worked_example_at_19_0_and_20_5_seconds() {
+        // Limit 10 in a 10 s window. Window 0 saw 8 requests, window 1 has 5 so far.
+        let mut w = SlidingWindow::default();
+        assert_eq!(admit_n(&mut w, 5.0, 8, 10.0, 10.0), 8);
+        assert_eq!(admit_n(&mut w, 15.0, 5, 10.0, 10.0), 5);
+
+        // At 19.0 s we are 90 % through window 1: estimate = 8 × 0.1 + 5 = 5.8, so 6.8 <= 10.
+        let v = w.check(19.0, 10.0, 10.0);
+        assert!(v.allowed);
+        assert_eq!(w.current, 6);
+        assert_eq!(v.remaining, 3, "10 - (0.8 + 6) = 3.2, floored");
+        assert!((v.reset_s - 1.0).abs() < 1e-9);
+
+        // At 20.5 s window 2 began: current (6) moves into previous, 5 % of the way in the
+        // estimate is 6 × 0.95 = 5.7, so this request is admitted too.
+        let v = w.check(20.5, 10.0, 10.0);
+        assert!(v.allowed);
+        assert_eq!((w.previous, w.current), (6, 1));
+        assert_eq!(v.remaining, 3, "10 - (5.7 + 1) = 3.3, floored");
+        // Three more fit (6.7, 7.7, 8.7 + 1 <= 10); the fourth would make 10.7.
+        assert_eq!(admit_n(&mut w, 20.5, 4, 10.0, 10.0), 3);
+    }
+
+    #[test]
+    fn idle_for_two_windows_forgets_everything() {
+        let mut w = SlidingWindow::default();
+        assert_eq!(admit_n(&mut w, 0.5, 20, 10.0, 1.0), 10);
+        assert_eq!(admit_n(&mut w, 2.5, 20, 10.0, 1.0), 10);
+    }
+
+    #[test]
+    fn denial_says_when_the_next_request_would_fit() {
+        let mut w = SlidingWindow::default();
+        admit_n(&mut w, 0.0, 10, 10.0, 10.0);
+        let v = w.check(4.0, 10.0, 10.0);
+        assert!(!v.allowed);
+        // Window 0 is full: wait 6 s for window 1, then until 10 × (1 - p) + 1 <= 10, p = 0.1.
+        assert!((v.retry_after_s - 7.0).abs() < 1e-9, "{v:?}");
+        let mut probe = w;
+        assert!(
+            !probe
+                .check(4.0 + v.retry_after_s - 0.01, 10.0, 10.0)
+                .allowed
+        );
+        assert!(w.check(4.0 + v.retry_after_s + 1e-6, 10.0, 10.0).allowed);
+    }
+
+    #[test]
+    fn a_fractional_share_admits_its_whole_part_per_window() {
+        let mut w = SlidingWindow::default();
+        assert_eq!(admit_n(&mut w, 0.0, 30, 12.5, 1.0), 12);
+    }
+
+    fn arrivals() -> impl Strategy<Value = Vec<f64>> {
+        prop::collection::vec(0.0f64..20.0, 1..400).prop_map(|mut v| {
+            v.sort_by(f64::total_cmp);
+            v
+        })
+    }
+
+    fn per_window_counts(admitted: &[f64], window: f64) -> std::collections::HashMap<i64, u64> {
+        let mut counts = std::collections::HashMap::new();
+        for t in admitted {
+            *counts.entry((t / window).floor() as i64).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    proptest! {
+        #[test]
+        fn a_single_instance_never_admits_more_than_the_limit_in_any_window(
+            times in arrivals(), limit in 1u32..40, window in prop::sample::select(vec![0.5, 1.0, 2.0, 10.0]),
+        ) {
+            let mut w = SlidingWindow::default();
+            let admitted: Vec<f64> = times.iter().copied()
+                .filter(|&t| w.check(t, f64::from(limit), window).allowed).collect();
+            for (_, n) in per_window_counts(&admitted, window) {
+                prop_assert!(n <= u64::from(limit));
+            }
+        }
+
+        #[test]
+        fn n_instances_in_local_share_never_admit_more_than_the_limit_in_total(
+            times in arrivals(), limit in 1u32..60, instances in 1usize..9,
+            window in prop::sample::select(vec![0.5, 1.0, 2.0]), seed in any::<u64>(),
+        ) {
+            let share = f64::from(limit) / instances as f64;
+            let mut windows = vec![SlidingWindow::default(); instances];
+            let mut admitted = Vec::new();
+            for (i, &t) in times.iter().enumerate() {
+                // Any spread over the instances, even or skewed, must keep the total bounded.
+                let instance = (seed.wrapping_mul(i as u64 + 1) >> 7) as usize % instances;
+                if windows[instance].check(t, share, window).allowed {
+                    admitted.push(t);
+                }
+            }
+            for (_, n) in per_window_counts(&admitted, window) {
+                prop_assert!(n <= u64::from(limit));
+            }
+        }
+
+        #[test]
+        fn a_denied_request_is_admitted_once_retry_after_has_passed(
+            times in arrivals(), limit in 1u32..20,
+        ) {
+            let mut w = SlidingWindow::default();
+            for t in times {
+                let v = w.check(t, f64::from(limit), 1.0);
+                if !v.allowed {
+                    let mut later = w;
+                    prop_assert!(later.check(t + v.retry_after_s + 1e-6, f64::from(limit), 1.0).allowed);
+                }
+            }
+        }
+    }
+}
