@@ -151,7 +151,8 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
 pub struct Config {
     pub listen: SocketAddr,
     pub redis_url: String,
-    pub instance_id: String,
+    /// `None`: derived from the bound port and the pid once listening.
+    pub instance_id: Option<String>,
     pub instance_count: u32,
     pub discovery: Discovery,
     pub heartbeat_interval: Duration,
@@ -286,10 +287,7 @@ impl TryFrom<Args> for Config {
 
         Ok(Self {
             listen: SocketAddr::new(a.bind, a.port),
-            instance_id: a
-                .instance_id
-                .clone()
-                .unwrap_or_else(|| format!("{}-{}", a.port, std::process::id())),
+            instance_id: a.instance_id.clone().filter(|id| !id.is_empty()),
             redis_url: a.redis_url,
             instance_count: a.instance_count,
             discovery: a.instance_discovery,

@@ -53,6 +53,10 @@ impl Server {
             std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
         })?;
         let addr = listener.local_addr()?;
+        let instance_id = config
+            .instance_id
+            .clone()
+            .unwrap_or_else(|| format!("{}-{}", addr.port(), std::process::id()));
         let metrics = Arc::new(Metrics::new());
         let live = Arc::new(LiveInstances::new(config.instance_count));
         metrics.live_instances(live.get());
@@ -72,7 +76,7 @@ impl Server {
                 Arc::clone(store),
                 Arc::clone(&live),
                 Arc::clone(&metrics),
-                config.instance_id.clone(),
+                instance_id.clone(),
                 config.heartbeat_interval,
             ));
         }
@@ -100,7 +104,7 @@ impl Server {
             limiter,
             metrics,
             caller_header: config.caller_header.clone(),
-            instance_id: config.instance_id.clone(),
+            instance_id: instance_id.clone(),
         });
         let pruning = Arc::clone(&app);
         background.push(tokio::spawn(async move {
@@ -132,12 +136,12 @@ impl Server {
                 "route"
             );
         }
-        tracing::info!(%addr, instance = %config.instance_id, "listening");
+        tracing::info!(%addr, instance = %instance_id, "listening");
         Ok(Self {
             addr,
             app,
             store,
-            instance_id: config.instance_id,
+            instance_id,
             stop,
             serving,
             background,

@@ -241,6 +241,10 @@ impl Limiter {
             if route.breaker {
                 self.record_breaker(now, permit, outcome.is_ok());
             }
+            self.metrics.store_call(match &outcome {
+                Ok(_) => "ok",
+                Err(e) => FallbackReason::of(e).label(),
+            });
             match outcome {
                 Ok(v) => {
                     self.metrics.store_latency(now - started);

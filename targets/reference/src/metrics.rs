@@ -35,6 +35,11 @@ struct FallbackLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TransitionLabels {
     to: &'static str,
 }
@@ -47,6 +52,7 @@ pub struct Metrics {
     fallbacks: Family<FallbackLabels, Counter>,
     breaker_state: Gauge,
     breaker_transitions: Family<TransitionLabels, Counter>,
+    store_calls: Family<CallLabels, Counter>,
     store_latency: Histogram,
     script_reloads: Counter,
     live_instances: Gauge,
@@ -86,6 +92,12 @@ impl Metrics {
             "Circuit breaker transitions by the state entered",
             breaker_transitions.clone(),
         );
+        let store_calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "store_calls",
+            "Store calls by result (ok, timeout, connection, error); retries count once each",
+            store_calls.clone(),
+        );
         // 50 µs to ~0.4 s: a healthy loopback call sits at the bottom, a timeout near 20–50 ms.
         let store_latency = Histogram::new(exponential_buckets(0.000_05, 2.0, 14));
         registry.register(
@@ -117,6 +129,7 @@ impl Metrics {
             fallbacks,
             breaker_state,
             breaker_transitions,
+            store_calls,
             store_latency,
             script_reloads,
             live_instances,
@@ -150,6 +163,10 @@ impl Metrics {
                 .get_or_create(&TransitionLabels { to: name })
                 .inc();
         }
+    }
+
+    pub fn store_call(&self, result: &'static str) {
+        self.store_calls.get_or_create(&CallLabels { result }).inc();
     }
 
     pub fn store_latency(&self, d: Duration) {
