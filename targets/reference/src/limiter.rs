@@ -214,10 +214,13 @@ impl Limiter {
         caller: &str,
     ) -> Result<StoreVerdict, FallbackReason> {
         let permit = if route.breaker {
-            self.breaker
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .permit(Instant::now())
+            let mut breaker = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
+            let before = breaker.state();
+            let permit = breaker.permit(Instant::now());
+            let after = breaker.state();
+            drop(breaker);
+            self.note_breaker(before, after);
+            permit
         } else {
             Permit::Call
         };
@@ -274,6 +277,10 @@ impl Limiter {
         let before = breaker.state();
         let after = breaker.record(now, permit, ok);
         drop(breaker);
+        self.note_breaker(before, after);
+    }
+
+    fn note_breaker(&self, before: BreakerState, after: BreakerState) {
         let changed = std::mem::discriminant(&before) != std::mem::discriminant(&after);
         let name = match after {
             BreakerState::Closed => "closed",

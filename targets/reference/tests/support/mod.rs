@@ -173,12 +173,18 @@ pub async fn reference_at(redis_url: &str, flags: &[&str]) -> Server {
 }
 
 /// One response, reduced to what the tests look at.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Answer {
     pub status: u16,
     pub source: String,
     pub headers: reqwest::header::HeaderMap,
     pub body: String,
+}
+
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.status, self.source)
+    }
 }
 
 #[derive(Debug, Clone)]
