@@ -1,1 +1,242 @@
-fn main() {}
+//! `just bench-reference`: what the reference limiter costs, measured side by side in one run
+//! against the release binary and a real redis-server, reported as ratios.
+//!
+//! 1. Healthy: `/api` (local share, sliding window in Redis) and `/unlimited` (same server, no
+//!    decision) interleaved at 2,000 req/s in total. Target: the decision adds <= 0.3 ms at p99.
+//! 2. Redis hung (SIGSTOP): `/timeout-only` (no breaker: every request waits for the timeout)
+//!    and `/api` (breaker open after five timeouts) interleaved at the same rate. Targets: p99
+//!    of the former <= timeout + 3 ms; median of the latter within 2x the healthy median.
+//!
+//! Latency is taken from the actual send (the server's cost) and, separately, from the
+//! scheduled send (what a caller of an open-model client sees, including this generator's
+//! timer lateness).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use support::RedisServer;
+
+const STORE_TIMEOUT_MS: f64 = 20.0;
+
+#[derive(Debug)]
+struct Route {
+    from_send: Histogram<u64>,
+    from_schedule: Histogram<u64>,
+    statuses: BTreeMap<u16, u64>,
+    errors: u64,
+}
+
+impl Route {
+    fn new() -> Self {
+        Self {
+            from_send: Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
+            from_schedule: Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
+            statuses: BTreeMap::new(),
+            errors: 0,
+        }
+    }
+}
+
+type Results = BTreeMap<&'static str, Route>;
+
+/// Sends `rate` req/s for `duration`, cycling over `paths`, each request at its scheduled time
+/// whatever happened to the previous ones (open model).
+async fn load(
+    client: &reqwest::Client,
+    base: &str,
+    paths: &[&'static str],
+    rate: f64,
+    duration: Duration,
+) -> Results {
+    let results: Arc<Mutex<Results>> = Arc::new(Mutex::new(
+        paths.iter().map(|p| (*p, Route::new())).collect(),
+    ));
+    let total = (rate * duration.as_secs_f64()) as u64;
+    let start = tokio::time::Instant::now() + Duration::from_millis(50);
+    let mut tasks = Vec::with_capacity(total as usize);
+    for i in 0..total {
+        let scheduled = start + Duration::from_secs_f64(i as f64 / rate);
+        tokio::time::sleep_until(scheduled).await;
+        let path = paths[i as usize % paths.len()];
+        let url = format!("{base}{path}");
+        let caller = format!("caller-{}", i % 100);
+        let client = client.clone();
+        let results = Arc::clone(&results);
+        tasks.push(tokio::spawn(async move {
+            let sent = tokio::time::Instant::now();
+            let outcome = client.get(url).header("x-caller", caller).send().await;
+            let done = tokio::time::Instant::now();
+            let status = match outcome {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let _ = resp.bytes().await;
+                    Some(status)
+                }
+                Err(_) => None,
+            };
+            let mut results = results.lock().unwrap();
+            let route = results.get_mut(path).unwrap();
+            match status {
+                Some(s) => *route.statuses.entry(s).or_insert(0) += 1,
+                None => route.errors += 1,
+            }
+            let us = |d: Duration| (d.as_micros() as u64).max(1);
+            route.from_send.saturating_record(us(done - sent));
+            route.from_schedule.saturating_record(us(done - scheduled));
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    Arc::try_unwrap(results).unwrap().into_inner().unwrap()
+}
+
+fn ms(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1000.0
+}
+
+fn print_phase(title: &str, results: &Results) {
+    println!("\n{title}");
+    println!(
+        "| route | requests | statuses | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | p99 from schedule ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (path, r) in results {
+        let statuses: Vec<String> = r
+            .statuses
+            .iter()
+            .map(|(s, n)| format!("{s}x{n}"))
+            .chain((r.errors > 0).then(|| format!("errors x{}", r.errors)))
+            .collect();
+        println!(
+            "| {path} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            r.from_send.len(),
+            statuses.join(" "),
+            ms(&r.from_send, 0.5),
+            ms(&r.from_send, 0.9),
+            ms(&r.from_send, 0.99),
+            ms(&r.from_send, 0.999),
+            r.from_send.max() as f64 / 1000.0,
+            ms(&r.from_schedule, 0.99),
+        );
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "meets the target"
+    } else {
+        "MISSES the target"
+    }
+}
+
+struct Instance(Child);
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let seconds: f64 = arg("--seconds", 10.0);
+    let rate: f64 = arg("--rate", 2000.0);
+    let redis = RedisServer::start();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _instance = Instance(
+        Command::new(env!("CARGO_BIN_EXE_failmode-reference"))
+            .args(["--port", &port.to_string(), "--redis-url", &redis.url()])
+            // Far above the offered rate: every decision is a full store round trip, admitted.
+            .args(["--limit", "1000000000", "--window", "1s"])
+            .args([
+                "--route",
+                "/timeout-only=timeout-only,limit=1000000000,window=1s",
+            ])
+            .env("FAILMODE_LOG", "error")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("the release binary"),
+    );
+    let base = format!("http://127.0.0.1:{port}");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(256)
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while client.get(format!("{base}/healthz")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "the reference did not start");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let duration = Duration::from_secs_f64(seconds);
+        println!("failmode-reference benchmark: {rate} req/s in total, {seconds} s per phase, release build, loopback");
+
+        load(&client, &base, &["/api", "/unlimited"], rate, Duration::from_secs(2)).await;
+        let healthy = load(&client, &base, &["/api", "/unlimited"], rate, duration).await;
+        print_phase("Healthy Redis", &healthy);
+
+        redis.hang();
+        // Let the breaker on /api open before measuring the steady hung state.
+        load(&client, &base, &["/api"], 200.0, Duration::from_millis(200)).await;
+        let hung = load(&client, &base, &["/api", "/timeout-only"], rate, duration).await;
+        redis.resume();
+        print_phase("Redis hung (SIGSTOP)", &hung);
+
+        let api = &healthy["/api"].from_send;
+        let unlimited = &healthy["/unlimited"].from_send;
+        let added_p99 = ms(api, 0.99) - ms(unlimited, 0.99);
+        let timeout_p99 = ms(&hung["/timeout-only"].from_send, 0.99);
+        let open_median = ms(&hung["/api"].from_send, 0.5);
+        let healthy_median = ms(api, 0.5);
+        println!("\nRatios (one run, same server, same client)");
+        println!(
+            "- healthy decision p99 / no-limit p99: {:.2}x ({:.3} ms vs {:.3} ms): adds {:.3} ms at p99, target <= 0.3 ms: {}",
+            ms(api, 0.99) / ms(unlimited, 0.99),
+            ms(api, 0.99),
+            ms(unlimited, 0.99),
+            added_p99,
+            verdict(added_p99 <= 0.3)
+        );
+        println!(
+            "- hung Redis, breaker closed (timeout-only) p99: {:.3} ms = timeout + {:.3} ms, target <= timeout + 3 ms: {}",
+            timeout_p99,
+            timeout_p99 - STORE_TIMEOUT_MS,
+            verdict(timeout_p99 <= STORE_TIMEOUT_MS + 3.0)
+        );
+        println!(
+            "- hung Redis, breaker open median / healthy median: {:.2}x ({:.3} ms vs {:.3} ms), target <= 2x: {}",
+            open_median / healthy_median,
+            open_median,
+            healthy_median,
+            verdict(open_median <= 2.0 * healthy_median)
+        );
+    });
+}
