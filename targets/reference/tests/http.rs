@@ -1,6 +1,8 @@
 //! The HTTP contract: caller keys, the 429 and fail-closed answers, operations endpoints, and
 //! the binary's handling of bad settings.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::process::Command;

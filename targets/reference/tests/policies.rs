@@ -5,6 +5,8 @@
 //! Each instance: limit 10 per 60 s, two instances assumed (static), so the local share is 5.
 //! Before the fault acme spends its whole limit (10 admitted, 5 refused by the store).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::net::SocketAddr;

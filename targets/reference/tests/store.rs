@@ -1,6 +1,8 @@
 //! The reference limiter against a real redis-server: atomicity, script recovery, restarts
 //! and the live instance count.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::Duration;

@@ -140,10 +140,10 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            if let Ok(log) = std::fs::read_to_string(self.log_path()) {
-                eprintln!("--- redis-server log (port {}) ---\n{log}", self.port);
-            }
+        if std::thread::panicking()
+            && let Ok(log) = std::fs::read_to_string(self.log_path())
+        {
+            eprintln!("--- redis-server log (port {}) ---\n{log}", self.port);
         }
         self.kill();
     }
