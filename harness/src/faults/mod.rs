@@ -1,0 +1,1 @@
+//! Faults: the Toxiproxy client and the timeline player.

@@ -1,0 +1,1 @@
+//! Child processes the harness starts: redis-server, toxiproxy-server, target instances.

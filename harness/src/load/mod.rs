@@ -1,0 +1,135 @@
+//! The open-model load engine: one arrival schedule per target × tenant, each request sent at
+//! its scheduled time whatever happened to the ones before it, latency measured from the
+//! schedule (so a stalled target cannot hide behind coordinated omission).
+//!
+//! The engine knows nothing of phases or metrics: it hands every [`Sample`] to a
+//! [`Recorder`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How a tenant's requests are spaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arrival {
+    /// Exactly 1 / rate apart.
+    Uniform,
+    /// Exponential gaps with mean 1 / rate, from a seeded generator.
+    Poisson,
+}
+
+/// How a tenant's requests spread over a target's instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Spread {
+    /// Each request to the next instance: an even load balancer.
+    RoundRobin,
+    /// Every request of the tenant to one instance: a keep-alive client.
+    Sticky,
+}
+
+/// One tenant (caller) of the scenario; it sends to every target at its rate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantPlan {
+    pub name: String,
+    /// The caller key sent in the target's caller header.
+    pub caller: String,
+    pub rate_per_s: f64,
+    pub arrival: Arrival,
+    pub spread: Spread,
+}
+
+/// One target under load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetPlan {
+    pub name: String,
+    pub instances: Vec<SocketAddr>,
+    /// Path (and query) of the limited request, e.g. `/api`.
+    pub path: String,
+    pub caller_header: String,
+}
+
+/// Everything the engine needs for one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadPlan {
+    pub targets: Vec<TargetPlan>,
+    pub tenants: Vec<TenantPlan>,
+    pub duration: Duration,
+    pub seed: u64,
+    /// A request still unanswered after this is a transport error (timeout).
+    pub request_timeout: Duration,
+    /// Requests in flight per target at most; one due beyond it is dropped and counted.
+    pub max_in_flight_per_target: usize,
+}
+
+/// Why a request got no HTTP answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransportError {
+    Refused,
+    Reset,
+    Timeout,
+    Other,
+}
+
+/// What became of one scheduled request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// 2xx
+    Admitted,
+    /// 429
+    Limited,
+    /// 503
+    Unavailable,
+    /// Any other 5xx.
+    ServerError,
+    /// Any other status (a 400 or 404 means the target or the plan is misconfigured).
+    OtherStatus(u16),
+    Transport(TransportError),
+    /// Not sent: the target already had `max_in_flight_per_target` requests in flight.
+    Dropped,
+}
+
+impl Outcome {
+    /// Classifies an HTTP status.
+    pub fn from_status(status: u16) -> Self {
+        match status {
+            200..=299 => Self::Admitted,
+            429 => Self::Limited,
+            503 => Self::Unavailable,
+            500..=599 => Self::ServerError,
+            other => Self::OtherStatus(other),
+        }
+    }
+}
+
+/// One scheduled request, once its fate is known.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    pub target: usize,
+    pub tenant: usize,
+    pub instance: usize,
+    /// When it should have been sent, since the run's start.
+    pub scheduled: Duration,
+    /// How late it actually left (actual send − scheduled); zero for a dropped request.
+    pub send_lag: Duration,
+    /// From the scheduled send to the end of the answer (or the failure).
+    pub latency: Duration,
+    /// From the actual send to the end of the answer (or the failure).
+    pub service_time: Duration,
+    pub outcome: Outcome,
+}
+
+/// Receives every sample as it completes; called from many tasks at once.
+pub trait Recorder: Send + Sync + 'static {
+    fn record(&self, sample: &Sample);
+}
+
+/// Totals of one engine run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadSummary {
+    pub scheduled: u64,
+    pub sent: u64,
+    pub dropped: u64,
+    /// Scheduled but never sent because the run was cancelled.
+    pub cancelled: u64,
+}
