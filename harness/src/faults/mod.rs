@@ -1,1 +1,3 @@
-//! Faults: the Toxiproxy client and the timeline player.
+//! Faults: the Toxiproxy client.
+
+pub mod toxiproxy;

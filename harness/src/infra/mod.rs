@@ -1,1 +1,13 @@
 //! Child processes the harness starts: redis-server, toxiproxy-server, target instances.
+//! Each runs in its own process group, logs to a file the caller names, and is killed with
+//! its whole group when dropped.
+
+pub mod process;
+pub mod redis;
+pub mod toxiproxy_server;
+
+pub use process::{
+    ChildProcess, InfraError, LogExcerpt, free_port, locate, wait_for_tcp, workspace_root,
+};
+pub use redis::RedisServer;
+pub use toxiproxy_server::ToxiproxyServer;

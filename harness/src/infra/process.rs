@@ -1,0 +1,577 @@
+//! One child process the harness owns: spawned in its own process group, its output appended
+//! to a log file, the whole group killed when it is dropped, and readiness waits that fail
+//! fast (quoting the log) when the child dies instead of answering.
+
+use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+
+/// How many lines of a child's log an error quotes.
+const LOG_TAIL_LINES: usize = 20;
+/// How long `stop` waits for the kernel to reap a SIGKILLed group before giving up.
+const KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Between two readiness probes.
+const PROBE_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Everything that can go wrong starting, probing or stopping infrastructure processes.
+#[derive(Debug, thiserror::Error)]
+pub enum InfraError {
+    #[error("{program} not found in $FAILMODE_TOOLS/bin, .tools/bin or PATH; {hint}")]
+    MissingBinary { program: String, hint: String },
+
+    #[error("cannot start {name} ({program}): {source}")]
+    Spawn {
+        name: String,
+        program: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error("cannot open the log file {path} for {name}: {source}")]
+    Log {
+        name: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error("no free loopback port: {0}")]
+    NoFreePort(std::io::Error),
+
+    #[error("port {addr} is in use: {name} could not bind it; see {log}")]
+    PortInUse {
+        name: String,
+        addr: SocketAddr,
+        log: PathBuf,
+    },
+
+    #[error(
+        "{name} exited with {} before {what} on {addr}; see {log}",
+        describe_status(*.status)
+    )]
+    ExitedEarly {
+        name: String,
+        addr: SocketAddr,
+        /// What readiness means for this process, e.g. "answering PING".
+        what: &'static str,
+        status: ExitStatus,
+        log: Box<LogExcerpt>,
+    },
+
+    #[error("{name} was not {what} on {addr} after {waited:?}; see {log}")]
+    NotReady {
+        name: String,
+        addr: SocketAddr,
+        what: &'static str,
+        waited: Duration,
+        log: Box<LogExcerpt>,
+    },
+
+    #[error("cannot send {signal} to {name} (process group {pgid}): {source}")]
+    Signal {
+        name: String,
+        pgid: i32,
+        signal: Signal,
+        source: Errno,
+    },
+
+    #[error("waiting for {name} (pid {pid}) to exit failed: {source}")]
+    Wait {
+        name: String,
+        pid: i32,
+        source: std::io::Error,
+    },
+
+    #[error("{name} (pid {pid}) did not exit within {waited:?} of SIGKILL")]
+    Unkillable {
+        name: String,
+        pid: i32,
+        waited: Duration,
+    },
+
+    #[error("cannot build an HTTP client: {0}")]
+    HttpClient(String),
+
+    #[error("{command} on {name} at {addr} failed: {detail}")]
+    Command {
+        name: String,
+        addr: SocketAddr,
+        command: String,
+        detail: String,
+    },
+}
+
+/// A child's log file and its last lines, quoted in errors so the cause is on screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogExcerpt {
+    pub path: PathBuf,
+    pub tail: String,
+}
+
+impl std::fmt::Display for LogExcerpt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:\n{}", self.path.display(), self.tail)
+    }
+}
+
+/// "status 1", or "signal 9 (SIGKILL)".
+pub(crate) fn describe_status(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("status {code}"),
+        (None, Some(signal)) => match Signal::try_from(signal) {
+            Ok(named) => format!("signal {signal} ({named})"),
+            Err(_) => format!("signal {signal}"),
+        },
+        (None, None) => status.to_string(),
+    }
+}
+
+/// A child process in its own process group, killed with its whole group on drop.
+#[derive(Debug)]
+pub struct ChildProcess {
+    name: String,
+    program: PathBuf,
+    child: Child,
+    /// Also the process group id: the child leads its own group.
+    pid: i32,
+    log_path: PathBuf,
+    /// Where this start's output begins in the (appended) log, so errors quote only it.
+    log_start: u64,
+    /// Seen with `WNOWAIT`: the child is a zombie not yet reaped, so its pid, and with it
+    /// the group id, cannot be reused and `killpg` still hits only our group.
+    exit: Option<ExitStatus>,
+    /// The child has been waited for and the group killed: nothing is left to signal, and
+    /// the pid may belong to someone else by now.
+    reaped: bool,
+}
+
+impl ChildProcess {
+    /// Starts `program` (a path, or a name looked up with [`locate`]) in its own process
+    /// group, appending its stdout and stderr to `log_path`.
+    pub fn spawn<I, S>(
+        name: &str,
+        program: impl AsRef<Path>,
+        args: I,
+        envs: &[(String, String)],
+        log_path: &Path,
+    ) -> Result<Self, InfraError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let program = resolve(program.as_ref())?;
+        let args: Vec<_> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let log_error = |source| InfraError::Log {
+            name: name.to_owned(),
+            path: log_path.to_owned(),
+            source,
+        };
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path)
+            .map_err(log_error)?;
+        let log_start = log.seek(SeekFrom::End(0)).map_err(log_error)?;
+        // Restarts append to the same log: a header tells them apart.
+        let command_line = std::iter::once(program.as_os_str())
+            .chain(args.iter().map(|a| a.as_os_str()))
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ");
+        writeln!(log, "--- failmode: starting {name}: {command_line}").map_err(log_error)?;
+        let stderr = log.try_clone().map_err(log_error)?;
+
+        let child = Command::new(&program)
+            .args(&args)
+            .envs(envs.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(stderr))
+            .process_group(0)
+            .spawn()
+            .map_err(|source| match source.kind() {
+                std::io::ErrorKind::NotFound => missing_binary(&program.to_string_lossy()),
+                _ => InfraError::Spawn {
+                    name: name.to_owned(),
+                    program: program.clone(),
+                    source,
+                },
+            })?;
+        let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) else {
+            // tokio reports no id only once the child has been reaped, which cannot have
+            // happened yet; refuse rather than signal a pid we do not know.
+            return Err(InfraError::Spawn {
+                name: name.to_owned(),
+                program,
+                source: std::io::Error::other("the child has no pid"),
+            });
+        };
+        tracing::debug!(name, pid, log = %log_path.display(), "started {command_line}");
+        Ok(Self {
+            name: name.to_owned(),
+            program,
+            child,
+            pid,
+            log_path: log_path.to_owned(),
+            log_start,
+            exit: None,
+            reaped: false,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid.unsigned_abs()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// The last lines this start of the child wrote to its log.
+    pub fn log_tail(&self) -> String {
+        read_tail(&self.log_path, self.log_start, LOG_TAIL_LINES)
+    }
+
+    fn log_excerpt(&self) -> Box<LogExcerpt> {
+        Box::new(LogExcerpt {
+            path: self.log_path.clone(),
+            tail: self.log_tail(),
+        })
+    }
+
+    /// The child's exit status if it has exited, without blocking; `None` while it runs.
+    pub fn try_exit(&mut self) -> Option<ExitStatus> {
+        if self.exit.is_none() && !self.reaped {
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+            match waitid(Id::Pid(Pid::from_raw(self.pid)), flags) {
+                Ok(WaitStatus::Exited(_, code)) => {
+                    self.exit = Some(ExitStatus::from_raw(code << 8))
+                }
+                Ok(WaitStatus::Signaled(_, signal, core)) => {
+                    let core = if core { 0x80 } else { 0 };
+                    self.exit = Some(ExitStatus::from_raw(signal as i32 | core));
+                }
+                // Still running, stopped or continued; ECHILD only if someone else reaped it,
+                // which `try_wait` below still tells us about.
+                Ok(_) => {}
+                Err(_) => {
+                    if let Ok(Some(status)) = self.child.try_wait() {
+                        self.exit = Some(status);
+                        self.reaped = true;
+                    }
+                }
+            }
+        }
+        self.exit
+    }
+
+    /// Sends `signal` to the child's whole process group (SIGSTOP to hang it, SIGCONT to
+    /// resume it).
+    pub fn signal(&self, signal: Signal) -> Result<(), InfraError> {
+        if self.reaped {
+            return Err(self.signal_error(signal, Errno::ESRCH));
+        }
+        killpg(Pid::from_raw(self.pid), signal).map_err(|e| self.signal_error(signal, e))
+    }
+
+    fn signal_error(&self, signal: Signal, source: Errno) -> InfraError {
+        InfraError::Signal {
+            name: self.name.clone(),
+            pgid: self.pid,
+            signal,
+            source,
+        }
+    }
+
+    /// SIGTERM to the group, up to `grace` for the child to exit, then SIGKILL; reaps it.
+    /// Returns how the child exited.
+    pub async fn stop(&mut self, grace: Duration) -> Result<ExitStatus, InfraError> {
+        if self.reaped
+            && let Some(status) = self.exit
+        {
+            return Ok(status);
+        }
+        if self.try_exit().is_none() {
+            // A stopped process keeps SIGTERM pending until it is continued.
+            let _ = killpg(Pid::from_raw(self.pid), Signal::SIGTERM);
+            let _ = killpg(Pid::from_raw(self.pid), Signal::SIGCONT);
+            if let Ok(waited) = tokio::time::timeout(grace, self.child.wait()).await {
+                // The group outlives its leader if the leader left children behind that
+                // ignore SIGTERM. Pids are handed out in sequence, so the group id cannot
+                // have been reused in the instant since the reap.
+                let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
+                return self.reaped_with(waited);
+            }
+        }
+        let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
+        match tokio::time::timeout(KILL_REAP_TIMEOUT, self.child.wait()).await {
+            Ok(waited) => self.reaped_with(waited),
+            Err(_) => Err(InfraError::Unkillable {
+                name: self.name.clone(),
+                pid: self.pid,
+                waited: KILL_REAP_TIMEOUT,
+            }),
+        }
+    }
+
+    fn reaped_with(
+        &mut self,
+        waited: std::io::Result<ExitStatus>,
+    ) -> Result<ExitStatus, InfraError> {
+        let status = waited.map_err(|source| InfraError::Wait {
+            name: self.name.clone(),
+            pid: self.pid,
+            source,
+        })?;
+        self.reaped = true;
+        self.exit = Some(status);
+        tracing::debug!(name = %self.name, pid = self.pid, "exited with {}", describe_status(status));
+        Ok(status)
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        if !self.reaped {
+            // Synchronous on purpose: drop may run while the runtime is shutting down.
+            // Until tokio reaps the leader (its orphan queue does, after this), the group
+            // id cannot be reused, so this reaches our group only.
+            let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// A port on 127.0.0.1 that was free a moment ago. Another process can take it before the
+/// caller binds it: callers retry on a new port when that happens.
+pub fn free_port() -> Result<u16, InfraError> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(InfraError::NoFreePort)
+}
+
+/// Waits until `addr` accepts a TCP connection, failing fast if `child` exits first.
+pub async fn wait_for_tcp(
+    addr: SocketAddr,
+    timeout: Duration,
+    child: &mut ChildProcess,
+) -> Result<(), InfraError> {
+    wait_until(
+        child,
+        addr,
+        "accepting connections",
+        timeout,
+        || async move { tokio::net::TcpStream::connect(addr).await.is_ok() },
+    )
+    .await
+}
+
+/// Calls `probe` until it answers true, up to `timeout`; fails fast, quoting the child's log,
+/// if the child exits first. A child that failed to bind its port gives `PortInUse`, so the
+/// caller can retry on another one.
+pub(crate) async fn wait_until<F, Fut>(
+    child: &mut ChildProcess,
+    addr: SocketAddr,
+    what: &'static str,
+    timeout: Duration,
+    mut probe: F,
+) -> Result<(), InfraError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_exit() {
+            let tail = child.log_tail();
+            if tail.to_ascii_lowercase().contains("address already in use") {
+                return Err(InfraError::PortInUse {
+                    name: child.name.clone(),
+                    addr,
+                    log: child.log_path.clone(),
+                });
+            }
+            return Err(InfraError::ExitedEarly {
+                name: child.name.clone(),
+                addr,
+                what,
+                status,
+                log: child.log_excerpt(),
+            });
+        }
+        // A probe that hangs must not outlive the deadline.
+        if let Ok(true) = tokio::time::timeout_at(deadline, probe()).await {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(InfraError::NotReady {
+                name: child.name.clone(),
+                addr,
+                what,
+                waited: started.elapsed(),
+                log: child.log_excerpt(),
+            });
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+/// Finds an executable: `$FAILMODE_TOOLS/bin`, then `<workspace>/.tools/bin` (where `just
+/// setup` installs), then `PATH`.
+pub fn locate(program: &str) -> Option<PathBuf> {
+    let tools = std::env::var_os("FAILMODE_TOOLS").map(|dir| PathBuf::from(dir).join("bin"));
+    let workspace = workspace_root().join(".tools").join("bin");
+    let path = std::env::var_os("PATH");
+    let path_dirs = path.iter().flat_map(std::env::split_paths);
+    tools
+        .into_iter()
+        .chain(std::iter::once(workspace))
+        .chain(path_dirs)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+/// The nearest ancestor of the current directory whose `Cargo.toml` declares `[workspace]`;
+/// the directory above this crate when there is none (e.g. run from outside the tree).
+pub fn workspace_root() -> PathBuf {
+    let declares_workspace = |dir: &Path| {
+        std::fs::read_to_string(dir.join("Cargo.toml"))
+            .is_ok_and(|toml| toml.lines().any(|line| line.trim() == "[workspace]"))
+    };
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| {
+            cwd.ancestors()
+                .find(|dir| declares_workspace(dir))
+                .map(Path::to_owned)
+        })
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+}
+
+fn is_executable(path: &Path) -> bool {
+    path.metadata()
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+/// A bare name is looked up with [`locate`]; anything with a `/` is taken as a path.
+fn resolve(program: &Path) -> Result<PathBuf, InfraError> {
+    let as_text = program.to_string_lossy();
+    if program.components().count() > 1 {
+        return if is_executable(program) {
+            Ok(program.to_owned())
+        } else {
+            Err(missing_binary(&as_text))
+        };
+    }
+    locate(&as_text).ok_or_else(|| missing_binary(&as_text))
+}
+
+/// `MissingBinary`, with a hint saying how to install the tools failmode knows.
+pub(crate) fn missing_binary(program: &str) -> InfraError {
+    let file_name = Path::new(program)
+        .file_name()
+        .map_or_else(|| program.to_owned(), |n| n.to_string_lossy().into_owned());
+    let hint = match file_name.as_str() {
+        "redis-server" => "run `just setup` (installs Debian's redis-server package)".to_owned(),
+        "toxiproxy-server" => "run `just setup` (go install \
+             github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0 into .tools/bin/toxiproxy-server)"
+            .to_owned(),
+        _ => format!("install it, or put it on PATH or in .tools/bin/{file_name}"),
+    };
+    InfraError::MissingBinary {
+        program: program.to_owned(),
+        hint,
+    }
+}
+
+/// The last `lines` lines of `path` from byte `from` on; reads at most the last 64 KiB.
+fn read_tail(path: &Path, from: u64, lines: usize) -> String {
+    const MAX_BYTES: u64 = 64 * 1024;
+    let read = || -> std::io::Result<String> {
+        let mut file = File::open(path)?;
+        let len = file.metadata()?.len();
+        file.seek(SeekFrom::Start(from.max(len.saturating_sub(MAX_BYTES))))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    };
+    match read() {
+        Ok(text) => {
+            let all: Vec<&str> = text.lines().collect();
+            let tail = all[all.len().saturating_sub(lines)..].join("\n");
+            if tail.trim().is_empty() {
+                "(the log is empty)".to_owned()
+            } else {
+                tail
+            }
+        }
+        Err(e) => format!("(cannot read the log: {e})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_tail_keeps_only_the_last_lines_written_since_the_start_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.log");
+        std::fs::write(&path, "old run\n").unwrap();
+        let start = std::fs::metadata(&path).unwrap().len();
+        let body: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(body.as_bytes())
+            .unwrap();
+        let tail = read_tail(&path, start, 3);
+        assert_eq!(tail, "line 28\nline 29\nline 30");
+        assert!(!read_tail(&path, start, 100).contains("old run"));
+    }
+
+    #[test]
+    fn describe_status_names_codes_and_signals() {
+        assert_eq!(describe_status(ExitStatus::from_raw(1 << 8)), "status 1");
+        assert_eq!(
+            describe_status(ExitStatus::from_raw(9)),
+            "signal 9 (SIGKILL)"
+        );
+    }
+
+    #[test]
+    fn missing_binary_hints_say_how_to_install_known_tools() {
+        let InfraError::MissingBinary { hint, .. } = missing_binary("toxiproxy-server") else {
+            panic!("not MissingBinary");
+        };
+        assert!(hint.contains("just setup"), "{hint}");
+        assert!(hint.contains("toxiproxy/v2/cmd/server@v2.12.0"), "{hint}");
+    }
+
+    #[test]
+    fn workspace_root_is_the_directory_declaring_the_workspace() {
+        let root = workspace_root();
+        let toml = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+        assert!(toml.contains("[workspace]"));
+    }
+}

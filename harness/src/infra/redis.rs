@@ -1,0 +1,211 @@
+//! A private `redis-server` child process: a free loopback port, no persistence, ready when
+//! it answers PING; hung with SIGSTOP, restarted empty, and read with `INFO` at phase
+//! boundaries. Spoken to in raw RESP over TCP: two commands do not warrant a client crate.
+
+use std::ffi::OsString;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use super::process::{ChildProcess, InfraError, free_port, wait_until};
+
+/// Ports to try before giving up: another process may take a probed port before we bind it.
+const START_ATTEMPTS: usize = 5;
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+const PING_TIMEOUT: Duration = Duration::from_millis(500);
+const INFO_TIMEOUT: Duration = Duration::from_secs(1);
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// A `redis-server` owned by the harness; killed (with its process group) on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    name: String,
+    addr: SocketAddr,
+    dir: PathBuf,
+    child: ChildProcess,
+}
+
+impl RedisServer {
+    /// Starts an empty redis-server on a free loopback port, logging to `<log_dir>/<name>.log`
+    /// (which is also its working directory), and waits until it answers PING.
+    pub async fn start(name: &str, log_dir: &Path) -> Result<Self, InfraError> {
+        let mut last_error = None;
+        for _ in 0..START_ATTEMPTS {
+            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+            match Self::start_on(name, log_dir, addr).await {
+                Ok(server) => return Ok(server),
+                Err(e @ InfraError::PortInUse { .. }) => {
+                    tracing::debug!("{e}; retrying on another port");
+                    last_error = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| {
+            InfraError::NoFreePort(std::io::Error::other("no start attempt was made"))
+        }))
+    }
+
+    async fn start_on(name: &str, dir: &Path, addr: SocketAddr) -> Result<Self, InfraError> {
+        let child = spawn(name, dir, addr)?;
+        let mut server = Self {
+            name: name.to_owned(),
+            addr,
+            dir: dir.to_owned(),
+            child,
+        };
+        server.wait_ready().await?;
+        Ok(server)
+    }
+
+    async fn wait_ready(&mut self) -> Result<(), InfraError> {
+        let addr = self.addr;
+        wait_until(
+            &mut self.child,
+            addr,
+            "answering PING",
+            READY_TIMEOUT,
+            || ping(addr),
+        )
+        .await
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `redis://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("redis://{}", self.addr)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn log_path(&self) -> &Path {
+        self.child.log_path()
+    }
+
+    /// SIGSTOP: connections stay open and nothing is answered (a hung Redis).
+    pub fn hang(&self) -> Result<(), InfraError> {
+        self.child.signal(Signal::SIGSTOP)
+    }
+
+    pub fn resume(&self) -> Result<(), InfraError> {
+        self.child.signal(Signal::SIGCONT)
+    }
+
+    /// SIGTERM (SIGKILL after a grace period) and reap.
+    pub async fn stop(&mut self) -> Result<(), InfraError> {
+        self.child.stop(STOP_GRACE).await.map(drop)
+    }
+
+    /// Stops it and starts it again, empty, on the same port: every key and loaded script is
+    /// gone, and clients (or a proxy) pointed at the port reconnect to the new server.
+    pub async fn restart(&mut self) -> Result<(), InfraError> {
+        self.stop().await?;
+        self.child = spawn(&self.name, &self.dir, self.addr)?;
+        self.wait_ready().await
+    }
+
+    /// `INFO <section>` (e.g. `commandstats`): the bulk string Redis returns, within 1 s.
+    pub async fn info(&self, section: &str) -> Result<String, InfraError> {
+        let command = format!("INFO {section}");
+        let error = |detail: String| InfraError::Command {
+            name: self.name.clone(),
+            addr: self.addr,
+            command: command.clone(),
+            detail,
+        };
+        match tokio::time::timeout(INFO_TIMEOUT, info_exchange(self.addr, section)).await {
+            Ok(Ok(text)) => Ok(text),
+            Ok(Err(detail)) => Err(error(detail)),
+            Err(_) => Err(error(format!("no answer within {INFO_TIMEOUT:?}"))),
+        }
+    }
+}
+
+fn spawn(name: &str, dir: &Path, addr: SocketAddr) -> Result<ChildProcess, InfraError> {
+    let port = addr.port().to_string();
+    let mut args: Vec<OsString> = [
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--protected-mode",
+        "no",
+        "--dir",
+    ]
+    .into_iter()
+    .map(OsString::from)
+    .collect();
+    args.push(dir.as_os_str().to_owned());
+    let log = dir.join(format!("{name}.log"));
+    ChildProcess::spawn(name, "redis-server", args, &[], &log)
+}
+
+/// True if a fresh connection to `addr` gets `+PONG` to `PING` within [`PING_TIMEOUT`].
+async fn ping(addr: SocketAddr) -> bool {
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr).await?;
+        stream.write_all(b"PING\r\n").await?;
+        let mut reply = [0u8; 7];
+        stream.read_exact(&mut reply).await?;
+        std::io::Result::Ok(&reply == b"+PONG\r\n")
+    };
+    matches!(
+        tokio::time::timeout(PING_TIMEOUT, exchange).await,
+        Ok(Ok(true))
+    )
+}
+
+/// Sends `INFO section` as a RESP array and reads the bulk string reply.
+async fn info_exchange(addr: SocketAddr, section: &str) -> Result<String, String> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let mut stream = BufReader::new(stream);
+    let request = format!("*2\r\n$4\r\nINFO\r\n${}\r\n{section}\r\n", section.len());
+    stream
+        .get_mut()
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| format!("cannot send: {e}"))?;
+    let mut header = String::new();
+    stream
+        .read_line(&mut header)
+        .await
+        .map_err(|e| format!("cannot read the reply: {e}"))?;
+    let header = header.trim_end();
+    let len: usize = match header.strip_prefix('$') {
+        Some(len) => len
+            .parse()
+            .map_err(|_| format!("unexpected reply header {header:?}"))?,
+        None if header.starts_with('-') => return Err(format!("Redis answered {header:?}")),
+        None => return Err(format!("unexpected reply {header:?}")),
+    };
+    let mut body = vec![0u8; len + 2];
+    stream
+        .read_exact(&mut body)
+        .await
+        .map_err(|e| format!("reply cut short: {e}"))?;
+    body.truncate(len);
+    String::from_utf8(body).map_err(|_| "the reply is not UTF-8".to_owned())
+}
