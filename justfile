@@ -8,13 +8,27 @@ export PATH := justfile_directory() / ".tools/bin" + ":" + env_var('PATH')
 default:
     @just --list
 
-# Install what the tests and runs need and is missing (redis-server); idempotent.
+# Install what the tests and runs need and is missing (redis-server, toxiproxy-server); idempotent.
 setup:
     @scripts/setup.sh
 
-# The whole test suite: lints, unit, property and integration tests (real redis-server).
-test: setup lint
-    cargo test --workspace --all-targets
+# Run a scenario end to end and print the comparison table: `just chaos slow-redis`.
+# Extra flags go to `failmode run` (e.g. `just chaos redis-down --duration-scale 0.2`).
+chaos NAME *ARGS: setup build
+    target/release/failmode run {{NAME}} --no-build {{ARGS}}
+
+# List the scenarios and the targets.
+list: build
+    target/release/failmode list
+
+# Release builds of the harness and the reference limiter (what `chaos` runs).
+build:
+    cargo build --release --quiet -p failmode -p failmode-reference
+
+# The whole test suite: lints, unit, property and integration tests (real redis-server and
+# Toxiproxy). The harness's end-to-end tests run the release reference, built first.
+test: setup lint build
+    cargo test --workspace
 
 # Formatting and clippy, as CI runs them.
 lint:
@@ -24,6 +38,12 @@ lint:
 # Benchmark the reference limiter: healthy decision vs a no-limit route, and with Redis hung.
 bench-reference *ARGS: setup
     cargo bench -p failmode-reference --bench reference -- {{ARGS}}
+
+# Benchmark the load generator against oha at 100 to 20,000 req/s (installs oha 1.16.0 into
+# the git-ignored .tools/ if it is missing). Flags: --secs N, --rates 100,1000, --oha PATH.
+bench-loadgen *ARGS:
+    @test -x .tools/bin/oha || { echo "installing oha 1.16.0 into .tools/ (cargo install, a few minutes)"; cargo install oha --version 1.16.0 --locked --root .tools; }
+    cargo bench -p failmode --bench loadgen -- {{ARGS}}
 
 # Run one reference instance by hand (flags as in `failmode-reference --help`).
 reference *ARGS:

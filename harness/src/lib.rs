@@ -4,6 +4,13 @@
 //! targets, faults and load together; the CLI (`main.rs`) only parses and maps outcomes to exit
 //! codes.
 
+mod duration;
 pub mod faults;
 pub mod infra;
 pub mod load;
+pub mod metrics;
+pub mod report;
+pub mod results;
+pub mod run;
+pub mod scenario;
+pub mod targets;

@@ -1,15 +1,147 @@
-//! The `failmode` command line. The harness itself (scenarios, infrastructure, load, report)
-//! lands with the harness issue; until then this binary only names itself.
+//! The `failmode` command line: parse, call the library, map the outcome to an exit code
+//! (0 done, 2 the harness or its input failed, 130 interrupted with partial results written).
 
-use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use failmode::infra::workspace_root;
+use failmode::run::progress::Say;
+use failmode::run::{RunOptions, run};
+use failmode::scenario::{self, Scenario};
+use failmode::{report, targets};
+use tokio_util::sync::CancellationToken;
 
 /// Chaos and load-test harness for rate limiters: what does your limiter do when Redis is slow
 /// or gone?
 #[derive(Debug, Parser)]
 #[command(name = "failmode", version)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() -> anyhow::Result<()> {
-    Cli::parse();
-    Ok(())
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the scenarios and the targets.
+    List,
+    /// Run a scenario: every target side by side, the fault timeline applied to all at once.
+    Run(RunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// A scenario name from scenarios/ (e.g. slow-redis) or a path to a TOML file.
+    scenario: String,
+    /// Run these targets instead of the scenario's (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    targets: Option<Vec<String>>,
+    /// Seed for arrival schedules and Toxiproxy's randomness (default: the scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Multiply every time on the timeline by this (0.1 turns a 55 s run into 5.5 s).
+    #[arg(long, default_value_t = 1.0)]
+    duration_scale: f64,
+    /// Write the results here instead of results/<scenario>/<timestamp>/.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Skip the targets' build commands (they must already be built).
+    #[arg(long)]
+    no_build: bool,
+}
+
+fn exit_code(code: u8) -> ExitCode {
+    ExitCode::from(code)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FAILMODE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return exit_code(2);
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit_code(2)
+        }
+    }
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    let root = workspace_root();
+    match command {
+        Command::List => {
+            println!("scenarios (scenarios/):");
+            for name in scenario::list(&root.join("scenarios")) {
+                let s = Scenario::find(&name, &root.join("scenarios"));
+                let description = s
+                    .map(|s| s.description)
+                    .unwrap_or_else(|e| format!("INVALID: {e}"));
+                println!("  {name:<18} {description}");
+            }
+            println!("\ntargets (targets/*/target.toml):");
+            for def in targets::manifest::discover(&root.join("targets"))? {
+                println!("  {:<18} {}", def.name, def.description);
+            }
+            Ok(exit_code(0))
+        }
+        Command::Run(args) => {
+            if !(args.duration_scale.is_finite() && args.duration_scale > 0.0) {
+                anyhow::bail!("--duration-scale must be a number greater than zero");
+            }
+            let mut scenario = Scenario::find(&args.scenario, &root.join("scenarios"))?;
+            if let Some(seed) = args.seed {
+                scenario.seed = seed;
+            }
+            let scenario = scenario.scaled(args.duration_scale);
+            let interrupt = CancellationToken::new();
+            let on_signal = interrupt.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!(
+                        "\ninterrupted: stopping the load, removing faults, stopping every child, writing what was measured"
+                    );
+                    on_signal.cancel();
+                }
+            });
+            let say = Say::new();
+            let outcome = run(
+                RunOptions {
+                    results_root: root.join("results"),
+                    root,
+                    scenario,
+                    duration_scale: args.duration_scale,
+                    targets: args.targets,
+                    out: args.out,
+                    build: !args.no_build,
+                },
+                interrupt,
+                &say,
+            )
+            .await
+            .context("the run failed")?;
+            let r = &outcome.result;
+            println!("\n{} — {}", r.scenario, r.description);
+            println!("{}", report::summary_table(r));
+            println!("\n{}", report::admitted_table(r));
+            for note in &r.notes {
+                println!("note: {note}");
+            }
+            println!("\nresults: {}", outcome.folder.path.display());
+            Ok(exit_code(if r.partial { 130 } else { 0 }))
+        }
+    }
 }

@@ -4,6 +4,19 @@
 //!
 //! The engine knows nothing of phases or metrics: it hands every [`Sample`] to a
 //! [`Recorder`].
+//!
+//! - [`schedule`]: the arrival offsets of one target × tenant, seeded and lazy.
+//! - `engine`: the load thread: it merges the schedules, sends each request on time, bounds
+//!   what is in flight and classifies what comes back ([`try_run`]).
+//! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`).
+//! - `exchange`: one HTTP exchange on a pooled keep-alive connection, and its classification.
+
+mod engine;
+mod exchange;
+mod pacer;
+pub mod schedule;
+
+pub use engine::{LoadError, try_run};
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -85,7 +98,8 @@ pub enum Outcome {
     /// Any other status (a 400 or 404 means the target or the plan is misconfigured).
     OtherStatus(u16),
     Transport(TransportError),
-    /// Not sent: the target already had `max_in_flight_per_target` requests in flight.
+    /// Not sent: the target already had `max_in_flight_per_target` requests in flight. Its
+    /// sample's durations are all zero: it has no latency to speak of.
     Dropped,
 }
 
@@ -132,4 +146,8 @@ pub struct LoadSummary {
     pub dropped: u64,
     /// Scheduled but never sent because the run was cancelled.
     pub cancelled: u64,
+    /// Sent, but still unanswered when the run was cancelled and its grace ran out: no sample
+    /// was recorded for them. Zero for a run that was not cancelled: every request carries its
+    /// own timeout, and the engine waits that long for the last ones.
+    pub abandoned: u64,
 }

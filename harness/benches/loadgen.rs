@@ -1,0 +1,412 @@
+//! `just bench-loadgen`: the load engine against `oha` at the same fixed rates, side by side
+//! against one loopback server, as a Markdown table.
+//!
+//! The server runs in this process, on a thread of its own; each generator runs as a child
+//! process (this binary again, with `--child`), so what is measured is the generator alone:
+//! - ours: `getrusage(RUSAGE_SELF)` of the child around the run (every thread of the engine
+//!   and the recorder), and its peak RSS;
+//! - oha: the child spawns oha and reads `getrusage(RUSAGE_CHILDREN)` once oha is reaped, its
+//!   only child: oha's CPU and peak RSS, from the kernel, after the fact.
+//!
+//! Both send GET /api at the same total rate; ours as two tenants in a 3:1 split (uniform
+//! arrivals, round robin over the one instance), oha as one stream (`-q`, with its latency
+//! correction, so its latency is from the schedule too).
+//!
+//! Flags: `--secs N` (5) per run, `--rates 100,1000,…` (100, 1000, 5000, 20000),
+//! `--oha PATH` (`.tools/bin/oha`, else `oha` on the PATH).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use failmode::load::{
+    Arrival, LoadPlan, Outcome, Recorder, Sample, Spread, TargetPlan, TenantPlan, try_run,
+};
+use hdrhistogram::Histogram;
+use nix::sys::resource::{UsageWho, getrusage};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+/// The tenants' shares of the total rate.
+const SPLIT: [(&str, f64); 2] = [("acme", 0.75), ("globex", 0.25)];
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .map(|i| args[i + 1].clone())
+    };
+    match flag("--child").as_deref() {
+        Some("engine") => child_engine(
+            flag("--rate").unwrap().parse().unwrap(),
+            secs(&flag),
+            flag("--addr").unwrap().parse().unwrap(),
+        ),
+        Some("oha") => child_oha(
+            &flag("--oha").unwrap(),
+            flag("--rate").unwrap().parse().unwrap(),
+            secs(&flag),
+            flag("--addr").unwrap().parse().unwrap(),
+        ),
+        Some(other) => panic!("unknown child {other}"),
+        None => parent(
+            secs(&flag),
+            flag("--rates").map_or(vec![100.0, 1_000.0, 5_000.0, 20_000.0], |r| {
+                r.split(',').map(|x| x.parse().unwrap()).collect()
+            }),
+            flag("--oha").unwrap_or_else(default_oha),
+        ),
+    }
+}
+
+fn secs(flag: &dyn Fn(&str) -> Option<String>) -> u64 {
+    flag("--secs").map_or(5, |s| s.parse().unwrap())
+}
+
+fn default_oha() -> String {
+    let local = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bin/oha");
+    if local.exists() {
+        local.to_string_lossy().into_owned()
+    } else {
+        "oha".into()
+    }
+}
+
+/// One generator's run, as a child reports it on stdout.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Report {
+    /// Requests that got an answer or failed (not dropped), per tenant for ours.
+    requests: Vec<u64>,
+    dropped: u64,
+    not_2xx: u64,
+    cpu_us: f64,
+    /// Voluntary context switches: the generator's thread(s) going to sleep and waking.
+    switches: u64,
+    peak_rss_kib: u64,
+    /// RSS 1 s into the run and at its end (ours only): memory must not grow with the run.
+    rss_early_kib: u64,
+    rss_end_kib: u64,
+    send_lag_p50_us: u64,
+    send_lag_p99_us: u64,
+    latency_p99_us: u64,
+}
+
+fn parent(secs: u64, rates: Vec<f64>, oha: String) {
+    let version = Command::new(&oha).arg("--version").output().map_or_else(
+        |e| panic!("{oha}: {e} (run `just bench-loadgen`, which installs it)"),
+        |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+    );
+    let addr = start_server();
+    let me = std::env::current_exe().unwrap();
+    let run_child = |which: &str, rate: f64| -> Report {
+        let out = Command::new(&me)
+            .args(["--child", which, "--rate", &rate.to_string()])
+            .args([
+                "--secs",
+                &secs.to_string(),
+                "--addr",
+                &addr.to_string(),
+                "--oha",
+                &oha,
+            ])
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{which} child failed at {rate} req/s");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+
+    println!(
+        "failmode's load engine vs {version}, {secs} s per run and rate, GET /api on one loopback \
+         server, {} cores, load average {} at the start\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load_average()
+    );
+    println!(
+        "| total req/s | rate error acme / globex | send lag p50 / p99 | latency p99 from the schedule: failmode / oha | CPU per request: failmode / oha | sleeps per request: failmode / oha | peak RSS: failmode / oha | failmode RSS at 1 s → end |"
+    );
+    println!("|---:|---|---|---|---|---|---|---|");
+    let mut notes = Vec::new();
+    for rate in rates {
+        let ours = run_child("engine", rate);
+        let theirs = run_child("oha", rate);
+        let error = |i: usize| {
+            let planned = rate * SPLIT[i].1;
+            (ours.requests[i] as f64 / secs as f64 / planned - 1.0) * 100.0
+        };
+        let per = |r: &Report, x: f64| x / r.requests.iter().sum::<u64>() as f64;
+        let (ours_cpu, theirs_cpu) = (per(&ours, ours.cpu_us), per(&theirs, theirs.cpu_us));
+        println!(
+            "| {rate:.0} | {:+.2} % / {:+.2} % | {:.3} / {:.3} ms | {:.3} / {:.3} ms | {ours_cpu:.1} / {theirs_cpu:.1} µs (**{:.2}×**) | {:.2} / {:.2} | {:.1} / {:.1} MiB | {:.1} → {:.1} MiB |",
+            error(0),
+            error(1),
+            ours.send_lag_p50_us as f64 / 1e3,
+            ours.send_lag_p99_us as f64 / 1e3,
+            ours.latency_p99_us as f64 / 1e3,
+            theirs.latency_p99_us as f64 / 1e3,
+            ours_cpu / theirs_cpu,
+            per(&ours, ours.switches as f64),
+            per(&theirs, theirs.switches as f64),
+            ours.peak_rss_kib as f64 / 1024.0,
+            theirs.peak_rss_kib as f64 / 1024.0,
+            ours.rss_early_kib as f64 / 1024.0,
+            ours.rss_end_kib as f64 / 1024.0,
+        );
+        if ours.dropped + ours.not_2xx > 0 {
+            notes.push(format!(
+                "at {rate} req/s failmode dropped {} and got {} answers other than 2xx",
+                ours.dropped, ours.not_2xx
+            ));
+        }
+        if theirs.dropped + theirs.not_2xx > 0 {
+            notes.push(format!(
+                "at {rate} req/s oha counted {} errors (requests cut at its deadline among them) \
+                 and {} answers other than 2xx",
+                theirs.dropped, theirs.not_2xx
+            ));
+        }
+    }
+    println!(
+        "\nCPU: user + system time of the generator's process (the server excluded) over the \
+         requests answered; failmode ÷ oha in bold, ≤ 1 is the goal. Sleeps: voluntary context \
+         switches per request. Rate error: requests sent per tenant within the run ÷ planned. \
+         Load average at the end: {}.",
+        load_average()
+    );
+    for note in notes {
+        println!("- {note}");
+    }
+}
+
+/// The 1-minute load average: anything else running on the machine shows in every figure.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// An HTTP/1.1 keep-alive server answering every GET with 200 and a two-byte body, on a
+/// current-thread runtime of its own. Hand-written on tokio sockets because hyper's server
+/// feature is not a dependency of this crate and a load generator's bench needs no more.
+fn start_server() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::Builder::new()
+        .name("bench-server".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                loop {
+                    let (mut socket, _) = listener.accept().await.unwrap();
+                    socket.set_nodelay(true).unwrap();
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 4096];
+                        let mut filled = 0;
+                        loop {
+                            match socket.read(&mut buf[filled..]).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => filled += n,
+                            }
+                            let mut answers = 0;
+                            let mut at = 0;
+                            while let Some(i) =
+                                buf[at..filled].windows(4).position(|w| w == b"\r\n\r\n")
+                            {
+                                at += i + 4;
+                                answers += 1;
+                            }
+                            buf.copy_within(at..filled, 0);
+                            filled -= at;
+                            let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            for _ in 0..answers {
+                                if socket.write_all(reply).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    });
+                }
+            });
+        })
+        .unwrap();
+    addr
+}
+
+/// Counts and histograms only: constant memory, as the harness's own recorder.
+struct Tally {
+    requests: Vec<AtomicU64>,
+    dropped: AtomicU64,
+    not_2xx: AtomicU64,
+    histograms: Mutex<(Histogram<u64>, Histogram<u64>)>,
+    duration: Duration,
+}
+
+impl Recorder for Tally {
+    fn record(&self, s: &Sample) {
+        match s.outcome {
+            Outcome::Dropped => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Outcome::Admitted => {}
+            _ => {
+                self.not_2xx.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // Sent within the run: a generator falling behind would push sends past its end.
+        if s.scheduled + s.send_lag < self.duration {
+            self.requests[s.tenant].fetch_add(1, Ordering::Relaxed);
+        }
+        let mut h = self.histograms.lock().unwrap();
+        h.0.saturating_record(s.send_lag.as_micros() as u64);
+        h.1.saturating_record(s.latency.as_micros() as u64);
+    }
+}
+
+fn child_engine(rate: f64, secs: u64, addr: SocketAddr) {
+    let duration = Duration::from_secs(secs);
+    let plan = LoadPlan {
+        targets: vec![TargetPlan {
+            name: "bench".into(),
+            instances: vec![addr],
+            path: "/api".into(),
+            caller_header: "x-caller".into(),
+        }],
+        tenants: SPLIT
+            .iter()
+            .map(|&(name, share)| TenantPlan {
+                name: name.into(),
+                caller: name.into(),
+                rate_per_s: rate * share,
+                arrival: Arrival::Uniform,
+                spread: Spread::RoundRobin,
+            })
+            .collect(),
+        duration,
+        seed: 1,
+        request_timeout: Duration::from_secs(2),
+        max_in_flight_per_target: 1_000,
+    };
+    let tally = Arc::new(Tally {
+        requests: SPLIT.iter().map(|_| AtomicU64::new(0)).collect(),
+        dropped: AtomicU64::new(0),
+        not_2xx: AtomicU64::new(0),
+        histograms: Mutex::new((
+            Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
+            Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
+        )),
+        duration,
+    });
+    // The caller's side is a current-thread runtime parked on the result, as the harness's.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = cpu_us(UsageWho::RUSAGE_SELF);
+    let switches_before = switches(UsageWho::RUSAGE_SELF);
+    let start = Instant::now() + Duration::from_millis(20);
+    let (summary, rss_early_kib) = runtime.block_on(async {
+        let run = try_run(plan, start, tally.clone(), CancellationToken::new());
+        let early = async {
+            tokio::time::sleep_until((start + Duration::from_secs(1)).into()).await;
+            rss_kib()
+        };
+        tokio::join!(run, early)
+    });
+    let summary = summary.unwrap();
+    let cpu = cpu_us(UsageWho::RUSAGE_SELF) - before;
+    let switches_during = switches(UsageWho::RUSAGE_SELF) - switches_before;
+    let h = tally.histograms.lock().unwrap();
+    let report = Report {
+        requests: tally
+            .requests
+            .iter()
+            .map(|r| r.load(Ordering::Relaxed))
+            .collect(),
+        dropped: summary.dropped,
+        not_2xx: tally.not_2xx.load(Ordering::Relaxed),
+        cpu_us: cpu,
+        switches: switches_during,
+        peak_rss_kib: getrusage(UsageWho::RUSAGE_SELF).unwrap().max_rss() as u64,
+        rss_early_kib,
+        rss_end_kib: rss_kib(),
+        send_lag_p50_us: h.0.value_at_quantile(0.5),
+        send_lag_p99_us: h.0.value_at_quantile(0.99),
+        latency_p99_us: h.1.value_at_quantile(0.99),
+    };
+    println!("{}", serde_json::to_string(&report).unwrap());
+}
+
+fn child_oha(oha: &str, rate: f64, secs: u64, addr: SocketAddr) {
+    let before = cpu_us(UsageWho::RUSAGE_CHILDREN);
+    let switches_before = switches(UsageWho::RUSAGE_CHILDREN);
+    let out = Command::new(oha)
+        .args([
+            "--no-tui",
+            "--latency-correction",
+            "--output-format",
+            "json",
+        ])
+        .args(["-q", &rate.to_string(), "-z", &format!("{secs}s")])
+        .args(["-H", "x-caller: acme"])
+        .arg(format!("http://{addr}/api"))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "oha failed");
+    let reaped = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let count = |key: &str| -> u64 {
+        json[key]
+            .as_object()
+            .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum())
+    };
+    let ok = json["statusCodeDistribution"]["200"].as_u64().unwrap_or(0);
+    let answered = count("statusCodeDistribution");
+    let latency_p99_s = json["latencyPercentiles"]["p99"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    let report = Report {
+        requests: vec![answered],
+        dropped: count("errorDistribution"),
+        not_2xx: answered - ok,
+        cpu_us: cpu_us(UsageWho::RUSAGE_CHILDREN) - before,
+        switches: switches(UsageWho::RUSAGE_CHILDREN) - switches_before,
+        peak_rss_kib: reaped.max_rss() as u64,
+        latency_p99_us: (latency_p99_s * 1e6) as u64,
+        ..Report::default()
+    };
+    println!("{}", serde_json::to_string(&report).unwrap());
+}
+
+fn switches(who: UsageWho) -> u64 {
+    getrusage(who).unwrap().voluntary_context_switches() as u64
+}
+
+fn cpu_us(who: UsageWho) -> f64 {
+    let u = getrusage(who).unwrap();
+    let us = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e6 + t.tv_usec() as f64;
+    us(u.user_time()) + us(u.system_time())
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}

@@ -1,0 +1,75 @@
+//! The BRIEF's metric definitions, as pure functions of counts.
+//!
+//! - `allowance` = limit ÷ window × phase length
+//! - `entitled` = min(offered, allowance): what a perfect limiter admits
+//! - over-admission = max(0, admitted − allowance) / allowance
+//! - wrongful denial = max(0, entitled − admitted) / entitled
+
+/// limit ÷ window × length, in requests.
+pub fn allowance(limit: f64, window_s: f64, length_s: f64) -> f64 {
+    limit / window_s * length_s
+}
+
+pub fn entitled(offered: u64, allowance: f64) -> f64 {
+    (offered as f64).min(allowance)
+}
+
+/// The share of the allowance admitted on top of it (1.4 = 140 %).
+pub fn over_admission(admitted: u64, allowance: f64) -> f64 {
+    if allowance <= 0.0 {
+        return 0.0;
+    }
+    (admitted as f64 - allowance).max(0.0) / allowance
+}
+
+/// The share of what the caller was entitled to that it was refused (1.0 = 100 %).
+pub fn wrongful_denial(admitted: u64, entitled: f64) -> f64 {
+    if entitled <= 0.0 {
+        return 0.0;
+    }
+    (entitled - admitted as f64).max(0.0) / entitled
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_running_example_of_the_brief() {
+        // 50/s for a 30 s outage.
+        let a = allowance(50.0, 1.0, 30.0);
+        assert_eq!(a, 1500.0);
+        // Fail open: acme's 120/s all admitted → 140 % over.
+        assert!((over_admission(3600, a) - 1.4).abs() < 1e-12);
+        // Fail closed: globex (20/s) gets nothing → 100 % wrongful denial.
+        let globex = entitled(600, a);
+        assert_eq!(globex, 600.0);
+        assert_eq!(wrongful_denial(0, globex), 1.0);
+        // Local share holds acme at 50/s: neither over nor wrongly denied.
+        let acme = entitled(3600, a);
+        assert_eq!(over_admission(1500, a), 0.0);
+        assert_eq!(wrongful_denial(1500, acme), 0.0);
+        // Acme pinned to one of four instances: 12.5/s → 75 % of its entitlement refused.
+        assert!((wrongful_denial(375, acme) - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn nothing_offered_is_neither_over_nor_denied() {
+        assert_eq!(wrongful_denial(0, entitled(0, 100.0)), 0.0);
+        assert_eq!(over_admission(0, 0.0), 0.0);
+    }
+
+    proptest! {
+        #[test]
+        fn over_admission_and_wrongful_denial_never_both_positive(
+            offered in 0u64..10_000, admitted_share in 0.0f64..=1.0, allowance in 1.0f64..5_000.0,
+        ) {
+            let admitted = (offered as f64 * admitted_share) as u64;
+            let over = over_admission(admitted, allowance);
+            let denied = wrongful_denial(admitted, entitled(offered, allowance));
+            prop_assert!(over >= 0.0 && denied >= 0.0 && denied <= 1.0);
+            prop_assert!(over == 0.0 || denied == 0.0);
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! What a person reads: the terminal tables at the end of a run.
+
+use tabled::settings::Style;
+use tabled::{Table, Tabled};
+
+use crate::results::{RunResult, TenantResult};
+
+fn ms(us: u64) -> String {
+    format!("{:.1}", us as f64 / 1000.0)
+}
+
+fn pct(share: f64) -> String {
+    format!("{:.1} %", share * 100.0)
+}
+
+fn rate(part: u64, of: u64) -> String {
+    if of == 0 {
+        "-".into()
+    } else {
+        pct(part as f64 / of as f64)
+    }
+}
+
+/// The worst tenant by `key`, as "140.0 % acme", or "0.0 %".
+fn worst(tenants: &[TenantResult], key: fn(&TenantResult) -> f64) -> String {
+    match tenants.iter().max_by(|a, b| key(a).total_cmp(&key(b))) {
+        Some(t) if key(t) > 0.0 => format!("{} {}", pct(key(t)), t.name),
+        _ => pct(0.0),
+    }
+}
+
+#[derive(Tabled)]
+struct Row {
+    target: String,
+    phase: String,
+    #[tabled(rename = "p50 ms")]
+    p50: String,
+    #[tabled(rename = "p99 ms")]
+    p99: String,
+    #[tabled(rename = "p99.9 ms")]
+    p999: String,
+    #[tabled(rename = "admitted/s")]
+    admitted: String,
+    #[tabled(rename = "429")]
+    limited: String,
+    #[tabled(rename = "5xx")]
+    errors: String,
+    #[tabled(rename = "transport err")]
+    transport: u64,
+    #[tabled(rename = "over-admission (worst)")]
+    over: String,
+    #[tabled(rename = "wrongful denial (worst)")]
+    denied: String,
+}
+
+/// Per target × phase: latency from the schedule, outcomes and the two outage measures.
+pub fn summary_table(run: &RunResult) -> String {
+    let rows = run.targets.iter().flat_map(|t| {
+        t.phases.iter().map(move |p| {
+            let a = &p.all;
+            Row {
+                target: t.name.clone(),
+                phase: p.name.clone(),
+                p50: ms(a.latency_us.p50),
+                p99: ms(a.latency_us.p99),
+                p999: ms(a.latency_us.p999),
+                admitted: format!("{:.1}", a.admitted_per_s),
+                limited: rate(a.limited, a.offered),
+                errors: rate(a.unavailable + a.server_error, a.offered),
+                transport: a.transport_error,
+                over: worst(&p.tenants, |t| t.over_admission),
+                denied: worst(&p.tenants, |t| t.wrongful_denial),
+            }
+        })
+    });
+    Table::new(rows).with(Style::rounded()).to_string()
+}
+
+/// Admitted requests per second per tenant in each phase: the BRIEF's table, measured.
+pub fn admitted_table(run: &RunResult) -> String {
+    let tenants: Vec<String> = run
+        .targets
+        .first()
+        .and_then(|t| t.phases.first())
+        .map(|p| p.tenants.iter().map(|t| t.name.clone()).collect())
+        .unwrap_or_default();
+    let mut builder = tabled::builder::Builder::default();
+    let mut header = vec!["target".to_owned(), "phase".to_owned()];
+    header.extend(tenants.iter().map(|t| format!("{t} admitted/s")));
+    builder.push_record(header);
+    for t in &run.targets {
+        for p in &t.phases {
+            let mut row = vec![t.name.clone(), p.name.clone()];
+            row.extend(p.tenants.iter().map(|n| format!("{:.1}", n.admitted_per_s)));
+            builder.push_record(row);
+        }
+    }
+    builder.build().with(Style::rounded()).to_string()
+}

@@ -1,0 +1,278 @@
+//! `run.json`: the versioned record of one run (schema in `harness/schema/run.schema.json`),
+//! and the results folder around it.
+
+pub mod folder;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::derived;
+use crate::metrics::{Cell, Counts, Measured};
+use crate::scenario::Scenario;
+
+/// Bumped on any change a reader of `run.json` would notice.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Latency percentiles, µs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Self::default();
+        }
+        Self {
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+/// One tenant in one phase of one target (or all tenants together, named `"all"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantResult {
+    pub name: String,
+    pub offered: u64,
+    pub admitted: u64,
+    pub limited: u64,
+    pub unavailable: u64,
+    pub server_error: u64,
+    pub transport_error: u64,
+    pub other_status: u64,
+    pub dropped: u64,
+    /// limit ÷ window × phase length (summed over tenants for `"all"`).
+    pub allowance: f64,
+    /// min(offered, allowance) (summed over tenants for `"all"`).
+    pub entitled: f64,
+    /// max(0, admitted − allowance) ÷ allowance (for `"all"`: total excess ÷ total allowance).
+    pub over_admission: f64,
+    /// max(0, entitled − admitted) ÷ entitled (for `"all"`: total shortfall ÷ total entitlement).
+    pub wrongful_denial: f64,
+    pub admitted_per_s: f64,
+    /// From the scheduled send time.
+    pub latency_us: Percentiles,
+    /// From the actual send time.
+    pub service_time_us: Percentiles,
+}
+
+/// One phase of one target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseResult {
+    pub name: String,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// The faults this phase applies, as written.
+    pub faults: Vec<String>,
+    /// When they were actually applied and removed on this target's proxy (s since start).
+    pub faults_applied_at_s: Option<f64>,
+    pub faults_removed_at_s: Option<f64>,
+    /// The target's own fallback counter over the phase, where it exposes one.
+    pub fallbacks: Option<f64>,
+    /// Commands the target's Redis executed during the phase (INFO commandstats).
+    pub store_commands: Option<u64>,
+    pub tenants: Vec<TenantResult>,
+    pub all: TenantResult,
+}
+
+/// Something that happened to a target during the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub at_s: f64,
+    pub kind: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetResult {
+    pub name: String,
+    pub description: String,
+    pub instances: u32,
+    /// The load generator's lateness for this target: actual − scheduled send, µs.
+    pub send_lag_us: Percentiles,
+    pub events: Vec<Event>,
+    pub phases: Vec<PhaseResult>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadTotals {
+    pub scheduled: u64,
+    pub sent: u64,
+    pub dropped: u64,
+    pub cancelled: u64,
+}
+
+/// The whole `run.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema_version: u32,
+    pub scenario: String,
+    pub description: String,
+    pub seed: u64,
+    pub duration_scale: f64,
+    pub git_revision: Option<String>,
+    pub started_at: String,
+    pub duration_s: f64,
+    /// The run was interrupted (Ctrl-C, or a harness error mid-run): figures cover what ran.
+    pub partial: bool,
+    pub limit: f64,
+    pub window_s: f64,
+    pub load: LoadTotals,
+    pub notes: Vec<String>,
+    pub targets: Vec<TargetResult>,
+}
+
+/// A phase as it ran on one target: the measurements need these facts from the runner.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PhaseFacts {
+    pub faults_applied_at_s: Option<f64>,
+    pub faults_removed_at_s: Option<f64>,
+    pub fallbacks: Option<f64>,
+    pub store_commands: Option<u64>,
+}
+
+/// What the runner knows of one target besides the measurements.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetFacts {
+    pub name: String,
+    pub description: String,
+    pub instances: u32,
+    pub events: Vec<Event>,
+    /// One per scenario phase.
+    pub phases: Vec<PhaseFacts>,
+}
+
+fn tenant_result(name: &str, cell: &Cell, allowance: f64, length_s: f64) -> TenantResult {
+    let c = &cell.counts;
+    let entitled = derived::entitled(c.offered, allowance);
+    TenantResult {
+        name: name.to_owned(),
+        offered: c.offered,
+        admitted: c.admitted,
+        limited: c.limited,
+        unavailable: c.unavailable,
+        server_error: c.server_error,
+        transport_error: c.transport_error,
+        other_status: c.other_status,
+        dropped: c.dropped,
+        allowance,
+        entitled,
+        over_admission: derived::over_admission(c.admitted, allowance),
+        wrongful_denial: derived::wrongful_denial(c.admitted, entitled),
+        admitted_per_s: if length_s > 0.0 {
+            c.admitted as f64 / length_s
+        } else {
+            0.0
+        },
+        latency_us: Percentiles::of(&cell.latency),
+        service_time_us: Percentiles::of(&cell.service_time),
+    }
+}
+
+fn sum_counts(a: &mut Counts, b: &Counts) {
+    a.offered += b.offered;
+    a.admitted += b.admitted;
+    a.limited += b.limited;
+    a.unavailable += b.unavailable;
+    a.server_error += b.server_error;
+    a.transport_error += b.transport_error;
+    a.other_status += b.other_status;
+    a.dropped += b.dropped;
+}
+
+/// All tenants together: counts and histograms merged exactly; the ratios over the totals.
+fn all_tenants(cells: &[Cell], tenants: &[TenantResult], length_s: f64) -> TenantResult {
+    let mut merged = cells[0].clone();
+    for cell in &cells[1..] {
+        sum_counts(&mut merged.counts, &cell.counts);
+        // Same bounds everywhere, so adding cannot fail.
+        let _ = merged.latency.add(&cell.latency);
+        let _ = merged.service_time.add(&cell.service_time);
+    }
+    let allowance: f64 = tenants.iter().map(|t| t.allowance).sum();
+    let entitled: f64 = tenants.iter().map(|t| t.entitled).sum();
+    let excess: f64 = tenants
+        .iter()
+        .map(|t| (t.admitted as f64 - t.allowance).max(0.0))
+        .sum();
+    let shortfall: f64 = tenants
+        .iter()
+        .map(|t| (t.entitled - t.admitted as f64).max(0.0))
+        .sum();
+    let mut all = tenant_result("all", &merged, allowance, length_s);
+    all.entitled = entitled;
+    all.over_admission = if allowance > 0.0 {
+        excess / allowance
+    } else {
+        0.0
+    };
+    all.wrongful_denial = if entitled > 0.0 {
+        shortfall / entitled
+    } else {
+        0.0
+    };
+    all
+}
+
+/// Puts the measurements and the runner's facts together.
+pub fn build_targets(
+    scenario: &Scenario,
+    measured: &Measured,
+    facts: &[TargetFacts],
+) -> Vec<TargetResult> {
+    facts
+        .iter()
+        .enumerate()
+        .map(|(t, f)| TargetResult {
+            name: f.name.clone(),
+            description: f.description.clone(),
+            instances: f.instances,
+            send_lag_us: Percentiles::of(&measured.send_lag[t]),
+            events: f.events.clone(),
+            phases: scenario
+                .phases
+                .iter()
+                .enumerate()
+                .map(|(p, phase)| {
+                    let length_s = phase.length().as_secs_f64();
+                    let allowance = scenario.allowance(phase.length());
+                    let cells: Vec<Cell> = measured.cells[t]
+                        .iter()
+                        .map(|per_phase| per_phase[p].clone())
+                        .collect();
+                    let tenants: Vec<TenantResult> = scenario
+                        .tenants
+                        .iter()
+                        .zip(&cells)
+                        .map(|(tenant, cell)| {
+                            tenant_result(&tenant.name, cell, allowance, length_s)
+                        })
+                        .collect();
+                    let all = all_tenants(&cells, &tenants, length_s);
+                    let pf = f.phases.get(p).cloned().unwrap_or_default();
+                    PhaseResult {
+                        name: phase.name.clone(),
+                        start_s: phase.start.as_secs_f64(),
+                        end_s: phase.end.as_secs_f64(),
+                        faults: phase.faults.iter().map(ToString::to_string).collect(),
+                        faults_applied_at_s: pf.faults_applied_at_s,
+                        faults_removed_at_s: pf.faults_removed_at_s,
+                        fallbacks: pf.fallbacks,
+                        store_commands: pf.store_commands,
+                        tenants,
+                        all,
+                    }
+                })
+                .collect(),
+        })
+        .collect()
+}

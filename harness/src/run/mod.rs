@@ -1,0 +1,440 @@
+//! One run, end to end: resolve targets, build the world, play the timeline while the load
+//! engine drives traffic, then tear everything down and write the results folder — also when
+//! interrupted, with what was measured so far.
+
+pub mod progress;
+mod snapshot;
+pub mod world;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::faults::Fault;
+use crate::faults::timeline::{Player, sleep_until};
+use crate::faults::toxiproxy::ToxiproxyError;
+use crate::infra::{InfraError, locate};
+use crate::load::{self, LoadPlan, TargetPlan, TenantPlan};
+use crate::metrics::{Collector, Shape};
+use crate::results::folder::RunFolder;
+use crate::results::{self, Event, LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts};
+use crate::scenario::{Scenario, ScenarioError};
+use crate::targets::{self, ManifestError, TargetError, manifest};
+use progress::Say;
+use world::World;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+    #[error("toxiproxy: {0}")]
+    Toxiproxy(#[from] ToxiproxyError),
+    #[error("cannot write the results folder {path}: {source}")]
+    Results {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the load generator failed: {0}")]
+    Load(#[from] load::LoadError),
+    #[error("interrupted before any load was sent; everything started was stopped (logs in {0})")]
+    InterruptedBeforeLoad(PathBuf),
+}
+
+/// What `failmode run` was asked.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The workspace root: `targets/` and relative manifest paths are found from here.
+    pub root: PathBuf,
+    /// Where `<scenario>/<timestamp>/` and `latest` go.
+    pub results_root: PathBuf,
+    /// Already scaled and seeded as asked.
+    pub scenario: Scenario,
+    pub duration_scale: f64,
+    /// Overrides the scenario's targets.
+    pub targets: Option<Vec<String>>,
+    /// Writes the results here instead of `<results_root>/<scenario>/<timestamp>`.
+    pub out: Option<PathBuf>,
+    /// Runs the manifests' build commands first.
+    pub build: bool,
+}
+
+/// A finished (or interrupted) run.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub folder: RunFolder,
+    pub result: RunResult,
+}
+
+fn required(program: &str, hint: &str) -> Result<(), InfraError> {
+    match locate(program) {
+        Some(_) => Ok(()),
+        None => Err(InfraError::MissingBinary {
+            program: program.to_owned(),
+            hint: hint.to_owned(),
+        }),
+    }
+}
+
+fn git_revision(root: &Path) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(root)
+        .output()
+        .ok()?;
+    let rev = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    if rev.is_empty() {
+        return None;
+    }
+    let dirty = std::process::Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .current_dir(root)
+        .output()
+        .is_ok_and(|o| !o.stdout.is_empty());
+    Some(if dirty { format!("{rev}-dirty") } else { rev })
+}
+
+/// Runs a scenario. `interrupt` (Ctrl-C) stops it early; the results so far are still written.
+pub async fn run(
+    opts: RunOptions,
+    interrupt: CancellationToken,
+    say: &Say,
+) -> Result<RunOutcome, RunError> {
+    let scenario = opts.scenario;
+    let all = manifest::discover(&opts.root.join("targets"))?;
+    let names: Vec<String> = opts
+        .targets
+        .clone()
+        .unwrap_or_else(|| scenario.targets.iter().map(|t| t.name.clone()).collect());
+    let defs = manifest::select(&all, &names)?;
+    required(
+        "redis-server",
+        "run `just setup` (installs Debian's redis-server package)",
+    )?;
+    required(
+        "toxiproxy-server",
+        "run `just setup` (go install of github.com/Shopify/toxiproxy/v2/cmd/server, pinned, into .tools/bin)",
+    )?;
+
+    let started_at = SystemTime::now();
+    let folder = RunFolder::create(
+        &opts.results_root,
+        &scenario.name,
+        started_at,
+        opts.out.as_deref(),
+    )
+    .map_err(|source| RunError::Results {
+        path: opts.results_root.clone(),
+        source,
+    })?;
+    if opts.build {
+        say.line("building targets");
+        targets::build(&defs, &opts.root).await?;
+    }
+    let logs = folder.logs();
+    let started = tokio::select! {
+        _ = interrupt.cancelled() => None,
+        w = World::start(&scenario, &defs, &opts.root, &logs, |m| say.line(m)) => Some(w),
+    };
+    let Some(world) = started else {
+        return Err(RunError::InterruptedBeforeLoad(logs));
+    };
+    let world = world?;
+
+    let plan = LoadPlan {
+        targets: world
+            .targets
+            .iter()
+            .map(|t| TargetPlan {
+                name: t.def.name.clone(),
+                instances: t.instances.iter().map(|i| i.addr).collect(),
+                path: t.def.request_path.clone(),
+                caller_header: t.def.caller_header.clone(),
+            })
+            .collect(),
+        tenants: scenario
+            .tenants
+            .iter()
+            .map(|t| TenantPlan {
+                name: t.name.clone(),
+                caller: t.caller.clone(),
+                rate_per_s: t.rate_per_s,
+                arrival: t.arrival,
+                spread: t.spread,
+            })
+            .collect(),
+        duration: scenario.duration,
+        seed: scenario.seed,
+        request_timeout: scenario.request_timeout,
+        max_in_flight_per_target: scenario.max_in_flight_per_target,
+    };
+    let collector = Arc::new(Collector::new(Shape {
+        targets: plan.targets.len(),
+        tenants: plan.tenants.len(),
+        phases: scenario.phases.iter().map(|p| (p.start, p.end)).collect(),
+        duration: scenario.duration,
+    }));
+    let names: Vec<String> = plan.targets.iter().map(|t| t.name.clone()).collect();
+    let events: Mutex<Vec<Vec<Event>>> = Mutex::new(vec![Vec::new(); names.len()]);
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap_or_default();
+
+    say.line(&format!(
+        "running {} for {:.0} s: {} at limit {}/{:?}",
+        scenario.name,
+        scenario.duration.as_secs_f64(),
+        names.join(", "),
+        scenario.limit,
+        scenario.window
+    ));
+    let start = Instant::now() + Duration::from_millis(100);
+    let done = CancellationToken::new();
+    let recorder: Arc<dyn load::Recorder> = collector.clone();
+    let (summary, phase_facts, (), ()) = tokio::join!(
+        async {
+            let summary = load::try_run(plan, start, recorder, interrupt.clone()).await;
+            done.cancel();
+            summary
+        },
+        play_timeline(&world, &scenario, start, &interrupt, &http, &events),
+        watch_children(&world, start, &done, &events),
+        progress::show(say, &scenario, &names, &collector, start, done.clone()),
+    );
+    let partial = interrupt.is_cancelled();
+    let ran_for = start.elapsed();
+    world.stop().await;
+    let summary = summary?;
+
+    let measured = collector.snapshot();
+    let events = events.into_inner().unwrap_or_else(|e| e.into_inner());
+    let facts: Vec<TargetFacts> = defs
+        .iter()
+        .zip(&world_instances(&scenario, &defs))
+        .enumerate()
+        .map(|(t, (def, &instances))| TargetFacts {
+            name: def.name.clone(),
+            description: def.description.clone(),
+            instances,
+            events: events[t].clone(),
+            phases: phase_facts
+                .iter()
+                .map(|per_target| per_target[t].clone())
+                .collect(),
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if partial {
+        notes.push(format!(
+            "interrupted after {:.1} s of {:.1} s: the figures cover what ran",
+            ran_for.as_secs_f64(),
+            scenario.duration.as_secs_f64()
+        ));
+    }
+    for (t, target_events) in events.iter().enumerate() {
+        for e in target_events {
+            notes.push(format!(
+                "{} at {:.1} s: {} ({})",
+                names[t], e.at_s, e.kind, e.detail
+            ));
+        }
+    }
+    if summary.dropped > 0 {
+        notes.push(format!(
+            "{} requests were not sent: the in-flight bound ({} per target) was reached",
+            summary.dropped, scenario.max_in_flight_per_target
+        ));
+    }
+    let result = RunResult {
+        schema_version: SCHEMA_VERSION,
+        scenario: scenario.name.clone(),
+        description: scenario.description.clone(),
+        seed: scenario.seed,
+        duration_scale: opts.duration_scale,
+        git_revision: git_revision(&opts.root),
+        started_at: humantime::format_rfc3339_seconds(started_at).to_string(),
+        duration_s: ran_for.as_secs_f64().min(scenario.duration.as_secs_f64()),
+        partial,
+        limit: scenario.limit,
+        window_s: scenario.window.as_secs_f64(),
+        load: LoadTotals {
+            scheduled: summary.scheduled,
+            sent: summary.sent,
+            dropped: summary.dropped,
+            cancelled: summary.cancelled,
+        },
+        notes,
+        targets: results::build_targets(&scenario, &measured, &facts),
+    };
+    let write_error = |source| RunError::Results {
+        path: folder.path.clone(),
+        source,
+    };
+    folder
+        .write(&result, &scenario, &measured)
+        .map_err(write_error)?;
+    if opts.out.is_none() {
+        folder
+            .mark_latest(&opts.results_root)
+            .map_err(write_error)?;
+    }
+    Ok(RunOutcome { folder, result })
+}
+
+fn world_instances(scenario: &Scenario, defs: &[targets::TargetDef]) -> Vec<u32> {
+    defs.iter()
+        .map(|d| {
+            scenario
+                .targets
+                .iter()
+                .find(|t| t.name == d.name)
+                .and_then(|t| t.instances)
+                .unwrap_or(d.default_instances)
+        })
+        .collect()
+}
+
+fn since(start: Instant, at: Instant) -> f64 {
+    at.saturating_duration_since(start).as_secs_f64()
+}
+
+/// Applies each phase's faults at its start and removes them at its end, on every target at
+/// once, reading the targets' counters at each boundary. Returns `[phase][target]` facts.
+async fn play_timeline(
+    world: &World,
+    scenario: &Scenario,
+    start: Instant,
+    interrupt: &CancellationToken,
+    http: &reqwest::Client,
+    events: &Mutex<Vec<Vec<Event>>>,
+) -> Vec<Vec<PhaseFacts>> {
+    let player = Player::new(
+        world.toxiproxy.clone(),
+        world.targets.iter().map(|t| t.proxy.clone()).collect(),
+    );
+    let n = world.targets.len();
+    let mut facts = vec![vec![PhaseFacts::default(); n]; scenario.phases.len()];
+    let note = |target: usize, at: Instant, kind: &str, detail: String| {
+        events.lock().unwrap_or_else(|e| e.into_inner())[target].push(Event {
+            at_s: since(start, at),
+            kind: kind.to_owned(),
+            detail,
+        });
+    };
+    for (p, phase) in scenario.phases.iter().enumerate() {
+        if sleep_until(start + phase.start, interrupt).await {
+            break;
+        }
+        let applied = player.apply(&phase.name, &phase.faults).await;
+        for (t, outcome) in applied.into_iter().enumerate() {
+            match outcome {
+                Ok(at) if !phase.faults.is_empty() => {
+                    facts[p][t].faults_applied_at_s = Some(since(start, at))
+                }
+                Ok(_) => {}
+                Err(e) => note(t, Instant::now(), "fault-not-applied", e.to_string()),
+            }
+        }
+        let before = snapshot::take(world, http).await;
+        let flap = phase.faults.iter().find_map(|f| match f {
+            Fault::Flap { period, down } => Some((*period, *down)),
+            _ => None,
+        });
+        let end = start + phase.end;
+        match flap {
+            Some((period, down)) => player.flap(period, down, end, interrupt).await,
+            None => {
+                sleep_until(end, interrupt).await;
+            }
+        }
+        let after = snapshot::take(world, http).await;
+        let removed = player.remove(&phase.name, &phase.faults).await;
+        for (t, f) in facts[p].iter_mut().enumerate() {
+            f.fallbacks = after.fallbacks[t]
+                .zip(before.fallbacks[t])
+                .map(|(a, b)| a - b);
+            f.store_commands = after.store_commands[t]
+                .zip(before.store_commands[t])
+                .map(|(a, b)| a.saturating_sub(b));
+        }
+        for (t, outcome) in removed.into_iter().enumerate() {
+            match outcome {
+                Ok(at) if !phase.faults.is_empty() => {
+                    facts[p][t].faults_removed_at_s = Some(since(start, at))
+                }
+                Ok(_) => {}
+                Err(e) => note(t, Instant::now(), "fault-not-removed", e.to_string()),
+            }
+        }
+        if interrupt.is_cancelled() {
+            break;
+        }
+    }
+    facts
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie has exited: its state letter follows the parenthesised command name.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .is_some_and(|zombie| !zombie)
+}
+
+/// Notices any child (instance or Redis) that dies mid-run; the run goes on.
+async fn watch_children(
+    world: &World,
+    start: Instant,
+    done: &CancellationToken,
+    events: &Mutex<Vec<Vec<Event>>>,
+) {
+    let mut reported: Vec<u32> = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = done.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        for (t, target) in world.targets.iter().enumerate() {
+            let children = target
+                .instances
+                .iter()
+                .map(|i| {
+                    (
+                        i.process.pid(),
+                        format!("instance {}", i.index),
+                        i.process.log_path().to_owned(),
+                    )
+                })
+                .chain(std::iter::once((
+                    target.redis.pid(),
+                    "redis-server".to_owned(),
+                    target.redis.log_path().to_owned(),
+                )));
+            for (pid, what, log) in children {
+                if reported.contains(&pid) || alive(pid) {
+                    continue;
+                }
+                reported.push(pid);
+                let detail = format!("{what} (pid {pid}) died; its log: {}", log.display());
+                tracing::warn!(target = %target.def.name, "{detail}");
+                events.lock().unwrap_or_else(|e| e.into_inner())[t].push(Event {
+                    at_s: since(start, Instant::now()),
+                    kind: "child-exited".to_owned(),
+                    detail,
+                });
+            }
+        }
+    }
+}

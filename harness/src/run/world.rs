@@ -1,0 +1,120 @@
+//! The world one run builds, per target and isolated from the others: its own redis-server,
+//! its own Toxiproxy proxy in front of it, and N instances whose `REDIS_URL` points at the
+//! proxy. One Toxiproxy server serves every proxy.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::faults::toxiproxy::{Toxiproxy, ToxiproxyError};
+use crate::infra::{RedisServer, ToxiproxyServer};
+use crate::scenario::Scenario;
+use crate::targets::{self, Instance, Launch, TargetDef};
+
+use super::RunError;
+
+/// How long children get to exit on SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// One target's slice of the world.
+#[derive(Debug)]
+pub struct TargetWorld {
+    pub def: TargetDef,
+    pub redis: RedisServer,
+    /// The proxy's name in Toxiproxy (the target's name).
+    pub proxy: String,
+    pub proxy_addr: SocketAddr,
+    pub instances: Vec<Instance>,
+}
+
+/// Everything started for a run. Dropping it kills every child's process group; `stop` is
+/// the orderly way.
+#[derive(Debug)]
+pub struct World {
+    pub toxiproxy_server: ToxiproxyServer,
+    pub toxiproxy: Toxiproxy,
+    pub targets: Vec<TargetWorld>,
+}
+
+impl World {
+    /// Starts Toxiproxy, then each target's Redis, proxy and instances.
+    pub async fn start(
+        scenario: &Scenario,
+        defs: &[TargetDef],
+        root: &Path,
+        log_dir: &Path,
+        mut on_progress: impl FnMut(&str),
+    ) -> Result<Self, RunError> {
+        on_progress("starting toxiproxy-server");
+        let toxiproxy_server = ToxiproxyServer::start_seeded(log_dir, scenario.seed as i64).await?;
+        let toxiproxy = Toxiproxy::new(toxiproxy_server.api_addr());
+        let mut world = Self {
+            toxiproxy_server,
+            toxiproxy,
+            targets: Vec::new(),
+        };
+        let http = reqwest::Client::new();
+        for def in defs {
+            let count = scenario
+                .targets
+                .iter()
+                .find(|t| t.name == def.name)
+                .and_then(|t| t.instances)
+                .unwrap_or(def.default_instances);
+            on_progress(&format!("starting {} ({count} instances)", def.name));
+            let redis = RedisServer::start(&format!("redis-{}", def.name), log_dir).await?;
+            // Port 0: Toxiproxy binds a free port itself and reports it, so nothing can take
+            // it between a probe and the bind.
+            let proxy = world
+                .toxiproxy
+                .create_proxy(
+                    &def.name,
+                    SocketAddr::from(([127, 0, 0, 1], 0)),
+                    redis.addr(),
+                )
+                .await?;
+            let proxy_addr = proxy.listen_addr().ok_or_else(|| {
+                RunError::Toxiproxy(ToxiproxyError::Invalid {
+                    op: format!("create proxy {}", def.name),
+                    reason: format!("it listens on {:?}, not an address", proxy.listen),
+                })
+            })?;
+            let redis_url = format!("redis://{proxy_addr}");
+            let launch = Launch {
+                root,
+                log_dir,
+                redis_url: &redis_url,
+                instance_count: count,
+                limit: scenario.limit,
+                window: scenario.window,
+            };
+            world.targets.push(TargetWorld {
+                def: def.clone(),
+                redis,
+                proxy: def.name.clone(),
+                proxy_addr,
+                instances: Vec::new(),
+            });
+            let slot = world.targets.len() - 1;
+            for index in 0..count as usize {
+                let instance = targets::start_instance(def, index, &launch, &http).await?;
+                world.targets[slot].instances.push(instance);
+            }
+        }
+        Ok(world)
+    }
+
+    /// Removes every fault, then stops instances, Redis servers and Toxiproxy.
+    pub async fn stop(mut self) {
+        if let Err(e) = self.toxiproxy.reset().await {
+            tracing::warn!(error = %e, "could not reset Toxiproxy");
+        }
+        for t in &mut self.targets {
+            for i in &mut t.instances {
+                let _ = i.process.stop(STOP_GRACE).await;
+            }
+            let _ = t.redis.stop().await;
+        }
+        let _ = self.toxiproxy_server.stop().await;
+    }
+}

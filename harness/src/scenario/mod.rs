@@ -1,0 +1,336 @@
+//! Scenarios: a TOML file in `scenarios/` → a validated [`Scenario`] that cannot hold a bad
+//! value (positive rates, a known population, phases sorted and disjoint inside the run).
+
+mod raw;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::faults::Fault;
+use crate::load::{Arrival, Spread};
+use raw::RawScenario;
+
+/// A scenario that failed to load, with where in the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// TOML syntax, an unknown key, or a bad value: toml's message names the key and line.
+    #[error("invalid scenario {origin}: {message}")]
+    Toml { origin: String, message: String },
+    #[error("invalid scenario {origin}, line {line}: `{key}` {message}")]
+    Invalid {
+        origin: String,
+        key: String,
+        line: usize,
+        message: String,
+    },
+    #[error("no scenario named {name:?}; available: {available}")]
+    Unknown { name: String, available: String },
+}
+
+/// One tenant: a caller with a fixed arrival rate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tenant {
+    pub name: String,
+    pub caller: String,
+    pub rate_per_s: f64,
+    pub arrival: Arrival,
+    pub spread: Spread,
+}
+
+/// A target the scenario runs, by manifest name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetRef {
+    pub name: String,
+    /// `None`: the manifest's default.
+    pub instances: Option<u32>,
+}
+
+/// A named slice of the run and the faults active during it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Phase {
+    pub name: String,
+    pub start: Duration,
+    pub end: Duration,
+    pub faults: Vec<Fault>,
+}
+
+impl Phase {
+    pub fn length(&self) -> Duration {
+        self.end - self.start
+    }
+}
+
+/// A validated scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub seed: u64,
+    /// Requests per window per caller, as every target is configured.
+    pub limit: f64,
+    pub window: Duration,
+    pub tenants: Vec<Tenant>,
+    pub targets: Vec<TargetRef>,
+    /// Sorted by start, disjoint.
+    pub phases: Vec<Phase>,
+    /// The end of the last phase.
+    pub duration: Duration,
+    pub request_timeout: Duration,
+    pub max_in_flight_per_target: usize,
+    /// Thresholds as written; `failmode gate` enforces them.
+    pub gates: Vec<toml::Table>,
+    /// The file's text, kept for the results folder.
+    pub source: String,
+}
+
+const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+const DEFAULT_MAX_IN_FLIGHT: usize = 10_000;
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+impl Scenario {
+    /// Parses and validates scenario text; `origin` names it in errors (a path or a name).
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ScenarioError> {
+        let raw: RawScenario = toml::from_str(text).map_err(|e| ScenarioError::Toml {
+            origin: origin.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        let invalid =
+            |key: &str, span: std::ops::Range<usize>, message: String| ScenarioError::Invalid {
+                origin: origin.to_owned(),
+                key: key.to_owned(),
+                line: line_of(text, span.start),
+                message,
+            };
+        let whole = 0..0;
+
+        let window = raw.policy.window.0;
+        if window.is_zero() {
+            return Err(invalid(
+                "policy.window",
+                whole,
+                "must be greater than zero".into(),
+            ));
+        }
+        let default_arrival = raw.load.arrival.unwrap_or(Arrival::Uniform);
+        let default_spread = raw.load.spread.unwrap_or(Spread::RoundRobin);
+        if raw.tenants.is_empty() {
+            return Err(invalid(
+                "tenants",
+                whole,
+                "needs at least one [[tenants]] entry".into(),
+            ));
+        }
+        let mut tenants: Vec<Tenant> = Vec::new();
+        for t in raw.tenants {
+            if t.name.is_empty() || tenants.iter().any(|o| o.name == t.name) {
+                return Err(invalid(
+                    "tenants.name",
+                    whole.clone(),
+                    format!("{:?} must be non-empty and unique", t.name),
+                ));
+            }
+            tenants.push(Tenant {
+                caller: t.caller.unwrap_or_else(|| t.name.clone()),
+                name: t.name,
+                rate_per_s: t.rate.0,
+                arrival: t.arrival.unwrap_or(default_arrival),
+                spread: t.spread.unwrap_or(default_spread),
+            });
+        }
+
+        if raw.targets.is_empty() {
+            return Err(invalid(
+                "targets",
+                whole,
+                "needs at least one [[targets]] entry".into(),
+            ));
+        }
+        let mut targets: Vec<TargetRef> = Vec::new();
+        for spanned in raw.targets {
+            let span = spanned.span();
+            let t = spanned.into_inner();
+            if targets.iter().any(|o| o.name == t.name) {
+                return Err(invalid(
+                    "targets.name",
+                    span,
+                    format!("{:?} is listed twice", t.name),
+                ));
+            }
+            if t.instances == Some(0) {
+                return Err(invalid(
+                    "targets.instances",
+                    span,
+                    "must be at least 1".into(),
+                ));
+            }
+            targets.push(TargetRef {
+                name: t.name,
+                instances: t.instances,
+            });
+        }
+
+        if raw.phases.is_empty() {
+            return Err(invalid(
+                "phases",
+                whole,
+                "needs at least one [[phases]] entry".into(),
+            ));
+        }
+        let mut phases: Vec<(std::ops::Range<usize>, Phase)> = Vec::new();
+        for spanned in raw.phases {
+            let span = spanned.span();
+            let p = spanned.into_inner();
+            if p.end.0 <= p.start.0 {
+                return Err(invalid(
+                    "phases.end",
+                    span,
+                    format!("of phase {:?} must be after its start", p.name),
+                ));
+            }
+            if phases.iter().any(|(_, o)| o.name == p.name) {
+                return Err(invalid(
+                    "phases.name",
+                    span,
+                    format!("{:?} is used twice", p.name),
+                ));
+            }
+            phases.push((
+                span,
+                Phase {
+                    name: p.name,
+                    start: p.start.0,
+                    end: p.end.0,
+                    faults: p.faults,
+                },
+            ));
+        }
+        phases.sort_by_key(|(_, p)| p.start);
+        for pair in phases.windows(2) {
+            let ((_, a), (span, b)) = (&pair[0], &pair[1]);
+            if b.start < a.end {
+                return Err(invalid(
+                    "phases.start",
+                    span.clone(),
+                    format!(
+                        "phase {:?} starts at {:?}, before phase {:?} ends at {:?}: phases must not overlap",
+                        b.name, b.start, a.name, a.end
+                    ),
+                ));
+            }
+        }
+        let phases: Vec<Phase> = phases.into_iter().map(|(_, p)| p).collect();
+        let duration = phases.iter().map(|p| p.end).max().unwrap_or_default();
+
+        let max_in_flight = raw
+            .load
+            .max_in_flight_per_target
+            .unwrap_or(DEFAULT_MAX_IN_FLIGHT);
+        if max_in_flight == 0 {
+            return Err(invalid(
+                "load.max_in_flight_per_target",
+                whole,
+                "must be at least 1".into(),
+            ));
+        }
+        Ok(Self {
+            name: raw.name.unwrap_or_else(|| origin.to_owned()),
+            description: raw.description,
+            seed: raw.seed,
+            limit: raw.policy.limit.0,
+            window,
+            tenants,
+            targets,
+            phases,
+            duration,
+            request_timeout: raw
+                .load
+                .request_timeout
+                .map_or(DEFAULT_REQUEST_TIMEOUT, |d| d.0),
+            max_in_flight_per_target: max_in_flight,
+            gates: raw.gates,
+            source: text.to_owned(),
+        })
+    }
+
+    /// Reads and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        let mut scenario = Self::parse(&text, &path.display().to_string())?;
+        if let Some(stem) = stem.filter(|_| scenario.name == path.display().to_string()) {
+            scenario.name = stem;
+        }
+        Ok(scenario)
+    }
+
+    /// Finds a scenario by name in `dir` (`slow-redis` → `dir/slow-redis.toml`) or as a path.
+    pub fn find(name_or_path: &str, dir: &Path) -> Result<Self, ScenarioError> {
+        let as_path = Path::new(name_or_path);
+        if as_path.extension().is_some_and(|e| e == "toml") || as_path.components().count() > 1 {
+            return Self::load(as_path);
+        }
+        let path = dir.join(format!("{name_or_path}.toml"));
+        if path.exists() {
+            return Self::load(&path);
+        }
+        Err(ScenarioError::Unknown {
+            name: name_or_path.to_owned(),
+            available: list(dir).join(", "),
+        })
+    }
+
+    /// The allowance of one caller over `length`: limit ÷ window × length.
+    pub fn allowance(&self, length: Duration) -> f64 {
+        self.limit / self.window.as_secs_f64() * length.as_secs_f64()
+    }
+
+    /// The same scenario with every time on the timeline multiplied by `factor` (the window
+    /// and the rates stay: only the run gets shorter or longer).
+    pub fn scaled(&self, factor: f64) -> Self {
+        let scale = |d: Duration| d.mul_f64(factor);
+        let mut s = self.clone();
+        for p in &mut s.phases {
+            p.start = scale(p.start);
+            p.end = scale(p.end);
+            for f in &mut p.faults {
+                f.scale(factor);
+            }
+        }
+        s.duration = scale(s.duration);
+        s
+    }
+
+    /// The phase a moment of the run belongs to, if any.
+    pub fn phase_at(&self, at: Duration) -> Option<usize> {
+        self.phases.iter().position(|p| p.start <= at && at < p.end)
+    }
+}
+
+/// The scenario names in `dir`, sorted.
+pub fn list(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            (path.extension()? == "toml").then(|| path.file_stem()?.to_str().map(str::to_owned))?
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[cfg(test)]
+mod tests;

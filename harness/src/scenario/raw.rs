@@ -1,0 +1,100 @@
+//! The scenario file as written: `deny_unknown_fields` structs that serde fills from TOML.
+//!
+//! Value-level checks (a negative rate, a bad duration) happen while deserializing, so the TOML
+//! error carries the key and line; cross-field checks happen in `super::validate`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+use toml::Spanned;
+
+use crate::load::{Arrival, Spread};
+
+/// A humantime duration (`"250ms"`, `"30s"`, `"1m"`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct HumanDuration(pub(crate) Duration);
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::duration::deserialize(d).map(HumanDuration)
+    }
+}
+
+/// A strictly positive number (a rate, a limit).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Positive(pub(crate) f64);
+
+impl<'de> Deserialize<'de> for Positive {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v.is_finite() && v > 0.0 {
+            Ok(Positive(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "must be a number greater than zero, got {v}"
+            )))
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawScenario {
+    pub(crate) name: Option<String>,
+    #[serde(default)]
+    pub(crate) description: String,
+    #[serde(default)]
+    pub(crate) seed: u64,
+    pub(crate) policy: RawPolicy,
+    #[serde(default)]
+    pub(crate) load: RawLoad,
+    pub(crate) tenants: Vec<RawTenant>,
+    pub(crate) targets: Vec<Spanned<RawTarget>>,
+    pub(crate) phases: Vec<Spanned<RawPhase>>,
+    /// Thresholds; enforced by `failmode gate`.
+    #[serde(default)]
+    pub(crate) gates: Vec<toml::Table>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPolicy {
+    pub(crate) limit: Positive,
+    pub(crate) window: HumanDuration,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLoad {
+    pub(crate) request_timeout: Option<HumanDuration>,
+    pub(crate) max_in_flight_per_target: Option<usize>,
+    pub(crate) spread: Option<Spread>,
+    pub(crate) arrival: Option<Arrival>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTenant {
+    pub(crate) name: String,
+    pub(crate) rate: Positive,
+    pub(crate) caller: Option<String>,
+    pub(crate) arrival: Option<Arrival>,
+    pub(crate) spread: Option<Spread>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTarget {
+    pub(crate) name: String,
+    pub(crate) instances: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPhase {
+    pub(crate) name: String,
+    pub(crate) start: HumanDuration,
+    pub(crate) end: HumanDuration,
+    #[serde(default)]
+    pub(crate) faults: Vec<crate::faults::Fault>,
+}

@@ -1,0 +1,139 @@
+use super::*;
+
+const MINIMAL: &str = r#"
+name = "t"
+[policy]
+limit = 50
+window = "1s"
+[[tenants]]
+name = "acme"
+rate = 120
+[[targets]]
+name = "reference"
+[[phases]]
+name = "steady"
+start = "0s"
+end = "10s"
+[[phases]]
+name = "fault"
+start = "10s"
+end = "40s"
+faults = [{ type = "latency", latency_ms = 40, jitter_ms = 10 }]
+"#;
+
+fn err(text: &str) -> String {
+    Scenario::parse(text, "test.toml").unwrap_err().to_string()
+}
+
+#[test]
+fn a_minimal_scenario_gets_the_documented_defaults() {
+    let s = Scenario::parse(MINIMAL, "test.toml").unwrap();
+    assert_eq!(s.duration, Duration::from_secs(40));
+    assert_eq!(s.request_timeout, Duration::from_secs(2));
+    assert_eq!(s.tenants[0].caller, "acme");
+    assert_eq!(s.tenants[0].arrival, Arrival::Uniform);
+    assert_eq!(s.tenants[0].spread, Spread::RoundRobin);
+    assert_eq!(s.targets[0].instances, None);
+    assert_eq!(s.phases[1].faults.len(), 1);
+    assert_eq!(s.allowance(s.phases[1].length()), 1500.0);
+}
+
+#[test]
+fn an_unknown_key_is_refused_naming_it_and_its_line() {
+    let e = err(&MINIMAL.replace("rate = 120", "rate = 120\ncolour = \"red\""));
+    assert!(e.contains("colour"), "{e}");
+    assert!(e.contains("line 9"), "{e}");
+}
+
+#[test]
+fn a_negative_rate_is_refused_naming_the_line() {
+    let e = err(&MINIMAL.replace("rate = 120", "rate = -5"));
+    assert!(e.contains("greater than zero"), "{e}");
+    assert!(e.contains("line 8"), "{e}");
+}
+
+#[test]
+fn overlapping_phases_are_refused_naming_the_key_and_line() {
+    let e = err(&MINIMAL.replace("start = \"10s\"", "start = \"5s\""));
+    assert!(e.contains("phases.start"), "{e}");
+    assert!(e.contains("must not overlap"), "{e}");
+    assert!(e.contains("line 15"), "{e}");
+}
+
+#[test]
+fn a_phase_ending_before_it_starts_is_refused() {
+    let e = err(&MINIMAL.replace("end = \"40s\"", "end = \"9s\""));
+    assert!(
+        e.contains("phases.end") && e.contains("after its start"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_bad_duration_names_the_value() {
+    let e = err(&MINIMAL.replace("window = \"1s\"", "window = \"soon\""));
+    assert!(e.contains("\"soon\" is not a duration"), "{e}");
+}
+
+#[test]
+fn an_unknown_fault_type_is_refused() {
+    let e = err(&MINIMAL.replace("type = \"latency\"", "type = \"gremlins\""));
+    assert!(e.contains("line 19"), "{e}");
+    assert!(e.contains("gremlins"), "{e}");
+}
+
+#[test]
+fn duration_scale_shrinks_the_timeline_but_not_the_window() {
+    let s = Scenario::parse(MINIMAL, "test.toml").unwrap().scaled(0.1);
+    assert_eq!(s.duration, Duration::from_secs(4));
+    assert_eq!(s.phases[1].start, Duration::from_secs(1));
+    assert_eq!(s.window, Duration::from_secs(1));
+}
+
+#[test]
+fn every_shipped_scenario_is_valid_and_names_its_phases_steady_fault_recovery() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let names = list(&dir);
+    for expected in [
+        "baseline",
+        "slow-redis",
+        "redis-down",
+        "hung-redis",
+        "flapping",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} missing: {names:?}"
+        );
+    }
+    for name in names {
+        let s = Scenario::find(&name, &dir).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(s.name, name);
+        let phases: Vec<&str> = s.phases.iter().map(|p| p.name.as_str()).collect();
+        for p in ["steady", "fault", "recovery"] {
+            assert!(phases.contains(&p), "{name}: {phases:?}");
+        }
+        let tenants: Vec<(&str, f64)> = s
+            .tenants
+            .iter()
+            .map(|t| (t.name.as_str(), t.rate_per_s))
+            .collect();
+        assert_eq!(
+            tenants,
+            [("acme", 120.0), ("globex", 20.0), ("initech", 5.0)],
+            "{name}"
+        );
+        assert_eq!(
+            (s.limit, s.window),
+            (50.0, Duration::from_secs(1)),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_scenario_lists_the_known_ones() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let e = Scenario::find("nope", &dir).unwrap_err().to_string();
+    assert!(e.contains("slow-redis"), "{e}");
+}

@@ -1,0 +1,313 @@
+//! Target manifests (`targets/<dir>/target.toml`): how to build and start one instance of a
+//! limiter, how to tell it is ready, and what request to send it. One manifest may declare
+//! several targets (`[[variants]]`) that share a binary and differ in their environment.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Placeholders a manifest may use in its command and environment.
+pub const PLACEHOLDERS: [&str; 8] = [
+    "port",
+    "redis_url",
+    "instance_id",
+    "instance_index",
+    "instance_count",
+    "limit",
+    "window_ms",
+    "window_s",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("cannot read target manifest {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid target manifest {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("no target named {name:?}; available: {available}")]
+    Unknown { name: String, available: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    #[serde(default)]
+    description: String,
+    /// Run once before any instance starts, from the workspace root.
+    build: Option<Vec<String>>,
+    start: RawStart,
+    ready: RawReady,
+    request: RawRequest,
+    default_instances: u32,
+    metrics: Option<RawMetrics>,
+    variants: Vec<RawVariant>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStart {
+    command: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReady {
+    path: String,
+    timeout: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRequest {
+    path: String,
+    caller_header: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    path: String,
+    fallback_counter: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVariant {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+/// One runnable target: a manifest's variant, fully resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetDef {
+    pub name: String,
+    pub description: String,
+    pub manifest: PathBuf,
+    pub build: Option<Vec<String>>,
+    pub command: Vec<String>,
+    /// The manifest's environment with the variant's on top; placeholders unexpanded.
+    pub env: BTreeMap<String, String>,
+    pub ready_path: String,
+    pub ready_timeout: Duration,
+    pub request_path: String,
+    pub caller_header: String,
+    pub default_instances: u32,
+    pub metrics_path: Option<String>,
+    pub fallback_counter: Option<String>,
+}
+
+fn check_placeholders(path: &Path, text: &str) -> Result<(), ManifestError> {
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else { break };
+        let name = &after[..close];
+        if !PLACEHOLDERS.contains(&name) {
+            return Err(ManifestError::Invalid {
+                path: path.to_owned(),
+                message: format!(
+                    "unknown placeholder {{{name}}} in {text:?}; known: {}",
+                    PLACEHOLDERS.map(|p| format!("{{{p}}}")).join(" ")
+                ),
+            });
+        }
+        rest = &after[close + 1..];
+    }
+    Ok(())
+}
+
+/// Reads one manifest into its targets.
+pub fn read(path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let invalid = |message: String| ManifestError::Invalid {
+        path: path.to_owned(),
+        message,
+    };
+    let raw: RawManifest = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    if raw.start.command.is_empty() {
+        return Err(invalid("start.command is empty".into()));
+    }
+    if raw.default_instances == 0 {
+        return Err(invalid("default_instances must be at least 1".into()));
+    }
+    let ready_timeout = humantime::parse_duration(&raw.ready.timeout)
+        .map_err(|e| invalid(format!("ready.timeout: {e}")))?;
+    for s in raw.start.command.iter().chain(raw.start.env.values()) {
+        check_placeholders(path, s)?;
+    }
+    let mut defs = Vec::new();
+    for v in raw.variants {
+        for s in v.env.values() {
+            check_placeholders(path, s)?;
+        }
+        let mut env = raw.start.env.clone();
+        env.extend(v.env);
+        defs.push(TargetDef {
+            name: v.name,
+            description: if v.description.is_empty() {
+                raw.description.clone()
+            } else {
+                v.description
+            },
+            manifest: path.to_owned(),
+            build: raw.build.clone(),
+            command: raw.start.command.clone(),
+            env,
+            ready_path: raw.ready.path.clone(),
+            ready_timeout,
+            request_path: raw.request.path.clone(),
+            caller_header: raw.request.caller_header.clone(),
+            default_instances: raw.default_instances,
+            metrics_path: raw.metrics.as_ref().map(|m| m.path.clone()),
+            fallback_counter: raw
+                .metrics
+                .as_ref()
+                .and_then(|m| m.fallback_counter.clone()),
+        });
+    }
+    if defs.is_empty() {
+        return Err(invalid("declares no [[variants]]".into()));
+    }
+    Ok(defs)
+}
+
+/// Every target under `targets_dir/*/target.toml`, sorted by manifest then declaration.
+pub fn discover(targets_dir: &Path) -> Result<Vec<TargetDef>, ManifestError> {
+    let mut manifests: Vec<PathBuf> = std::fs::read_dir(targets_dir)
+        .map_err(|source| ManifestError::Read {
+            path: targets_dir.to_owned(),
+            source,
+        })?
+        .flatten()
+        .map(|e| e.path().join("target.toml"))
+        .filter(|p| p.is_file())
+        .collect();
+    manifests.sort();
+    let mut all: Vec<TargetDef> = Vec::new();
+    for m in manifests {
+        for def in read(&m)? {
+            if let Some(other) = all.iter().find(|d| d.name == def.name) {
+                return Err(ManifestError::Invalid {
+                    path: m,
+                    message: format!(
+                        "target {:?} is also declared in {}",
+                        def.name,
+                        other.manifest.display()
+                    ),
+                });
+            }
+            all.push(def);
+        }
+    }
+    Ok(all)
+}
+
+/// Picks targets by name, in the order asked.
+pub fn select(all: &[TargetDef], names: &[String]) -> Result<Vec<TargetDef>, ManifestError> {
+    names
+        .iter()
+        .map(|n| {
+            all.iter()
+                .find(|d| &d.name == n)
+                .cloned()
+                .ok_or_else(|| ManifestError::Unknown {
+                    name: n.clone(),
+                    available: all
+                        .iter()
+                        .map(|d| d.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
+        })
+        .collect()
+}
+
+/// Replaces `{name}` placeholders with their values.
+pub fn expand(text: &str, values: &BTreeMap<&str, String>) -> String {
+    let mut out = text.to_owned();
+    for (k, v) in values {
+        out = out.replace(&format!("{{{k}}}"), v);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_targets() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets")
+    }
+
+    #[test]
+    fn the_reference_manifest_declares_every_policy_as_a_target() {
+        let all = discover(&repo_targets()).unwrap();
+        let names: Vec<&str> = all.iter().map(|d| d.name.as_str()).collect();
+        for n in [
+            "reference",
+            "fail-open",
+            "fail-closed",
+            "retry-then-deny",
+            "fail-static",
+            "timeout-only",
+            "local-only",
+        ] {
+            assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+        let reference = all.iter().find(|d| d.name == "reference").unwrap();
+        assert_eq!(reference.env["FAILMODE_POLICY"], "local-share");
+        assert_eq!(reference.default_instances, 4);
+    }
+
+    #[test]
+    fn an_unknown_target_names_the_available_ones() {
+        let all = discover(&repo_targets()).unwrap();
+        let err = select(&all, &["nope".into()]).unwrap_err().to_string();
+        assert!(
+            err.contains("\"nope\"") && err.contains("fail-open"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_placeholder_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("target.toml");
+        std::fs::write(
+            &path,
+            r#"
+default_instances = 1
+start = { command = ["x", "--port", "{prot}"] }
+ready = { path = "/healthz", timeout = "1s" }
+request = { path = "/", caller_header = "x-caller" }
+[[variants]]
+name = "x"
+"#,
+        )
+        .unwrap();
+        let err = read(&path).unwrap_err().to_string();
+        assert!(err.contains("{prot}"), "{err}");
+    }
+
+    #[test]
+    fn placeholders_expand() {
+        let values = BTreeMap::from([("port", "8080".to_owned()), ("limit", "50".to_owned())]);
+        assert_eq!(
+            expand("--port={port} {limit}/s", &values),
+            "--port=8080 50/s"
+        );
+    }
+}

@@ -1,0 +1,251 @@
+//! Targets: manifests, building them, and starting, probing and stopping their instances.
+
+pub mod manifest;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::infra::{ChildProcess, InfraError, free_port};
+pub use manifest::{ManifestError, TargetDef};
+
+/// How many times a start is retried on a fresh port when the probed one was taken meanwhile.
+const PORT_ATTEMPTS: usize = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("building target {target} failed ({command}): {detail}")]
+    Build {
+        target: String,
+        command: String,
+        detail: String,
+    },
+    #[error("target {target}: {source}")]
+    Infra { target: String, source: InfraError },
+    #[error(
+        "target {target} instance {index} did not become ready at http://{addr}{path} within {timeout:?}; see {log}:\n{tail}"
+    )]
+    NotReady {
+        target: String,
+        index: usize,
+        addr: SocketAddr,
+        path: String,
+        timeout: Duration,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error(
+        "target {target} instance {index} exited ({status}) before it was ready; see {log}:\n{tail}"
+    )]
+    Exited {
+        target: String,
+        index: usize,
+        status: String,
+        log: PathBuf,
+        tail: String,
+    },
+}
+
+/// Runs each distinct build command of `defs` once, from the workspace root.
+pub async fn build(defs: &[TargetDef], root: &Path) -> Result<(), TargetError> {
+    let mut done: Vec<&Vec<String>> = Vec::new();
+    for def in defs {
+        let Some(command) = &def.build else { continue };
+        if done.contains(&command) {
+            continue;
+        }
+        done.push(command);
+        let text = command.join(" ");
+        tracing::info!(target = %def.name, "building: {text}");
+        let output = tokio::process::Command::new(&command[0])
+            .args(&command[1..])
+            .current_dir(root)
+            .output()
+            .await
+            .map_err(|e| TargetError::Build {
+                target: def.name.clone(),
+                command: text.clone(),
+                detail: e.to_string(),
+            })?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+            return Err(TargetError::Build {
+                target: def.name.clone(),
+                command: text,
+                detail: format!(
+                    "{}\n{}",
+                    output.status,
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What an instance is started with.
+#[derive(Debug, Clone)]
+pub struct Launch<'a> {
+    pub root: &'a Path,
+    pub log_dir: &'a Path,
+    pub redis_url: &'a str,
+    pub instance_count: u32,
+    pub limit: f64,
+    pub window: Duration,
+}
+
+/// One running instance of a target.
+#[derive(Debug)]
+pub struct Instance {
+    pub index: usize,
+    pub addr: SocketAddr,
+    pub process: ChildProcess,
+}
+
+fn number(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x}")
+    }
+}
+
+/// Starts instance `index` of `def` and waits for its readiness path to answer 2xx.
+pub async fn start_instance(
+    def: &TargetDef,
+    index: usize,
+    launch: &Launch<'_>,
+    http: &reqwest::Client,
+) -> Result<Instance, TargetError> {
+    let infra = |source| TargetError::Infra {
+        target: def.name.clone(),
+        source,
+    };
+    let mut last = None;
+    for _ in 0..PORT_ATTEMPTS {
+        let port = free_port().map_err(infra)?;
+        let values: BTreeMap<&str, String> = BTreeMap::from([
+            ("port", port.to_string()),
+            ("redis_url", launch.redis_url.to_owned()),
+            ("instance_id", format!("{}-{index}", def.name)),
+            ("instance_index", index.to_string()),
+            ("instance_count", launch.instance_count.to_string()),
+            ("limit", number(launch.limit)),
+            ("window_ms", launch.window.as_millis().to_string()),
+            ("window_s", number(launch.window.as_secs_f64())),
+        ]);
+        let command: Vec<String> = def
+            .command
+            .iter()
+            .map(|c| manifest::expand(c, &values))
+            .collect();
+        let program = if command[0].contains('/') && Path::new(&command[0]).is_relative() {
+            launch.root.join(&command[0])
+        } else {
+            PathBuf::from(&command[0])
+        };
+        let env: Vec<(String, String)> = def
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), manifest::expand(v, &values)))
+            .collect();
+        let log = launch.log_dir.join(format!("{}-{index}.log", def.name));
+        let name = format!("{} instance {index}", def.name);
+        let process =
+            ChildProcess::spawn(&name, &program, &command[1..], &env, &log).map_err(infra)?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut instance = Instance {
+            index,
+            addr,
+            process,
+        };
+        match wait_ready(def, &mut instance, http).await {
+            Ok(()) => return Ok(instance),
+            // Someone took the port between the probe and the bind: try another.
+            Err(e @ TargetError::Exited { .. })
+                if instance.process.log_tail().contains("in use") =>
+            {
+                last = Some(e);
+            }
+            Err(e) => {
+                let _ = instance.process.stop(Duration::from_secs(1)).await;
+                return Err(e);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| TargetError::Build {
+        target: def.name.clone(),
+        command: String::new(),
+        detail: "no free port".into(),
+    }))
+}
+
+async fn wait_ready(
+    def: &TargetDef,
+    instance: &mut Instance,
+    http: &reqwest::Client,
+) -> Result<(), TargetError> {
+    let url = format!("http://{}{}", instance.addr, def.ready_path);
+    let deadline = Instant::now() + def.ready_timeout;
+    loop {
+        if let Some(status) = instance.process.try_exit() {
+            return Err(TargetError::Exited {
+                target: def.name.clone(),
+                index: instance.index,
+                status: status.to_string(),
+                log: instance.process.log_path().to_owned(),
+                tail: instance.process.log_tail(),
+            });
+        }
+        let probe = http
+            .get(&url)
+            .timeout(Duration::from_millis(500))
+            .send()
+            .await;
+        if probe.is_ok_and(|r| r.status().is_success()) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(TargetError::NotReady {
+                target: def.name.clone(),
+                index: instance.index,
+                addr: instance.addr,
+                path: def.ready_path.clone(),
+                timeout: def.ready_timeout,
+                log: instance.process.log_path().to_owned(),
+                tail: instance.process.log_tail(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Sums a counter over one instance's Prometheus/OpenMetrics text (every label set).
+pub fn sum_counter(exposition: &str, name: &str) -> f64 {
+    exposition
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counter_is_summed_over_its_label_sets_only() {
+        let text = "# TYPE failmode_fallback counter\n\
+                    failmode_fallback_total{route=\"api\",reason=\"timeout\"} 5\n\
+                    failmode_fallback_total{route=\"api\",reason=\"breaker_open\"} 12\n\
+                    failmode_fallback_total_other 100\n\
+                    failmode_fallback_created 1.7e9\n";
+        assert_eq!(sum_counter(text, "failmode_fallback_total"), 17.0);
+    }
+}

@@ -1,0 +1,584 @@
+//! The load engine against a real loopback server it cannot tell from a target: rates,
+//! open-model sending through a stall, failure classification, the in-flight bound, spread
+//! over instances and cancellation.
+//!
+//! The server is written on raw tokio sockets rather than hyper's server: the tests need
+//! exact control of failures (close the socket mid-exchange, never answer), which a real HTTP
+//! server exists to prevent.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use failmode::load::{
+    Arrival, LoadError, LoadPlan, LoadSummary, Outcome, Recorder, Sample, Spread, TargetPlan,
+    TenantPlan, TransportError, try_run,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// What the server does with one request.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Answer {
+        status: u16,
+        after: Duration,
+    },
+    /// Close the connection without answering.
+    Close,
+    /// Keep the connection open and never answer.
+    Silent,
+}
+
+fn answer(status: u16) -> Action {
+    Action::Answer {
+        status,
+        after: Duration::ZERO,
+    }
+}
+
+/// Every request the server read: the caller header's value and when it arrived.
+#[derive(Debug, Clone)]
+struct Seen {
+    caller: String,
+    at: Instant,
+}
+
+struct Server {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    received: watch::Receiver<usize>,
+}
+
+impl Server {
+    async fn start(act: impl Fn(&str) -> Action + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (count_tx, received) = watch::channel(0);
+        let count_tx = Arc::new(count_tx);
+        let act = Arc::new(act);
+        let log = Arc::clone(&seen);
+        tokio::spawn(async move {
+            loop {
+                let (socket, _) = listener.accept().await.unwrap();
+                let (act, log, count_tx) =
+                    (Arc::clone(&act), Arc::clone(&log), Arc::clone(&count_tx));
+                tokio::spawn(async move { serve(socket, &*act, &log, &count_tx).await });
+            }
+        });
+        Self {
+            addr,
+            seen,
+            received,
+        }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn count_of(&self, caller: &str) -> usize {
+        self.seen().iter().filter(|s| s.caller == caller).count()
+    }
+
+    async fn wait_for_requests(&mut self, n: usize) {
+        self.received.wait_for(|&got| got >= n).await.unwrap();
+    }
+}
+
+/// HTTP/1.1 keep-alive, one request at a time (the client does not pipeline), GET only.
+async fn serve(
+    mut socket: TcpStream,
+    act: &(dyn Fn(&str) -> Action + Send + Sync),
+    log: &Mutex<Vec<Seen>>,
+    count: &watch::Sender<usize>,
+) {
+    let mut buf = Vec::with_capacity(1024);
+    loop {
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut chunk = [0u8; 1024];
+            match socket.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        buf.drain(..head_end);
+        let caller = head
+            .lines()
+            .find_map(|l| l.strip_prefix("x-caller: "))
+            .unwrap_or("")
+            .to_owned();
+        let action = act(&caller);
+        log.lock().unwrap().push(Seen {
+            caller,
+            at: Instant::now(),
+        });
+        count.send_modify(|n| *n += 1);
+        match action {
+            Action::Answer { status, after } => {
+                tokio::time::sleep(after).await;
+                let response = format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\n\r\nok");
+                if socket.write_all(response.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            Action::Close => return,
+            Action::Silent => std::future::pending::<()>().await,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Samples(Mutex<Vec<Sample>>);
+
+impl Recorder for Samples {
+    fn record(&self, sample: &Sample) {
+        self.0.lock().unwrap().push(*sample);
+    }
+}
+
+impl Samples {
+    fn all(&self) -> Vec<Sample> {
+        self.0.lock().unwrap().clone()
+    }
+
+    fn outcomes(&self) -> HashMap<Outcome, usize> {
+        let mut by = HashMap::new();
+        for s in self.all() {
+            *by.entry(s.outcome).or_insert(0) += 1;
+        }
+        by
+    }
+}
+
+fn tenant(name: &str, rate_per_s: f64, spread: Spread) -> TenantPlan {
+    TenantPlan {
+        name: name.into(),
+        caller: name.into(),
+        rate_per_s,
+        arrival: Arrival::Uniform,
+        spread,
+    }
+}
+
+fn plan(instances: Vec<SocketAddr>, tenants: Vec<TenantPlan>, duration: Duration) -> LoadPlan {
+    LoadPlan {
+        targets: vec![TargetPlan {
+            name: "t".into(),
+            instances,
+            path: "/api".into(),
+            caller_header: "x-caller".into(),
+        }],
+        tenants,
+        duration,
+        seed: 42,
+        request_timeout: Duration::from_secs(2),
+        max_in_flight_per_target: 1_000,
+    }
+}
+
+/// Runs `plan` from 50 ms from now; returns the summary, the samples and the start.
+async fn run(plan: LoadPlan, cancel: CancellationToken) -> (LoadSummary, Arc<Samples>, Instant) {
+    let samples = Arc::new(Samples::default());
+    let start = Instant::now() + Duration::from_millis(50);
+    let summary = try_run(plan, start, samples.clone(), cancel).await.unwrap();
+    (summary, samples, start)
+}
+
+/// Every scheduled request is accounted for, and every one sent and settled has a sample.
+fn assert_accounted(summary: &LoadSummary, samples: &Samples) {
+    assert_eq!(
+        summary.scheduled,
+        summary.sent + summary.dropped + summary.cancelled,
+        "{summary:?}"
+    );
+    assert_eq!(
+        samples.all().len() as u64,
+        summary.sent - summary.abandoned + summary.dropped,
+        "{summary:?}"
+    );
+}
+
+#[tokio::test]
+async fn each_tenant_is_sent_its_planned_rate_within_one_percent() {
+    let server = Server::start(|_| answer(200)).await;
+    let tenants = vec![
+        tenant("acme", 300.0, Spread::RoundRobin),
+        tenant("globex", 100.0, Spread::RoundRobin),
+    ];
+    let (summary, samples, _) = run(
+        plan(vec![server.addr], tenants, Duration::from_secs(2)),
+        CancellationToken::new(),
+    )
+    .await;
+
+    assert_accounted(&summary, &samples);
+    assert_eq!(summary.dropped, 0);
+    assert_eq!(samples.outcomes()[&Outcome::Admitted], samples.all().len());
+    for (caller, rate) in [("acme", 300.0), ("globex", 100.0)] {
+        let at: Vec<Instant> = server
+            .seen()
+            .iter()
+            .filter(|s| s.caller == caller)
+            .map(|s| s.at)
+            .collect();
+        let count = at.len() as f64;
+        assert!(
+            (count - rate * 2.0).abs() <= 1.0,
+            "{caller}: {count} requests in 2 s"
+        );
+        // The rate as the server saw it, between its first and last request: a generator
+        // that fell behind would stretch this span.
+        let span = at.last().unwrap().duration_since(at[0]).as_secs_f64();
+        let seen_rate = (count - 1.0) / span;
+        assert!(
+            (seen_rate / rate - 1.0).abs() <= 0.01,
+            "{caller}: {seen_rate:.2} req/s for a plan of {rate}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_server_does_not_slow_the_sending_and_latency_from_the_schedule_shows_the_stall()
+{
+    // Every request that arrives between 0.4 s and 0.7 s into the run is answered at 0.7 s.
+    let stall_from = Instant::now() + Duration::from_millis(450);
+    let stall_until = stall_from + Duration::from_millis(300);
+    let server = Server::start(move |_| {
+        let now = Instant::now();
+        let after = if (stall_from..stall_until).contains(&now) {
+            stall_until - now
+        } else {
+            Duration::ZERO
+        };
+        Action::Answer { status: 200, after }
+    })
+    .await;
+    let (summary, samples, start) = run(
+        plan(
+            vec![server.addr],
+            vec![tenant("acme", 200.0, Spread::Sticky)],
+            Duration::from_millis(1_200),
+        ),
+        CancellationToken::new(),
+    )
+    .await;
+
+    assert_accounted(&summary, &samples);
+    // Open model: every request was sent, none dropped or delayed by the stall.
+    assert_eq!(summary.dropped, 0);
+    assert!(summary.sent.abs_diff(240) <= 1, "{summary:?}");
+    assert_eq!(server.count_of("acme") as u64, summary.sent);
+    let all = samples.all();
+    let worst_lag = all.iter().map(|s| s.send_lag).max().unwrap();
+    assert!(
+        worst_lag < Duration::from_millis(20),
+        "send lag up to {worst_lag:?}"
+    );
+    // Latency runs from the schedule: the send lag plus the time the server took.
+    assert!(all.iter().all(|s| s.latency == s.send_lag + s.service_time));
+    // Every request sent inside the stall waits for its end, and its latency says so.
+    let inside: Vec<&Sample> = all
+        .iter()
+        .filter(|s| (stall_from..stall_until).contains(&(start + s.scheduled + s.send_lag)))
+        .collect();
+    assert!(
+        inside.len() >= 55,
+        "{} requests sent inside the stall",
+        inside.len()
+    );
+    for s in inside {
+        let stall_left = stall_until - (start + s.scheduled);
+        assert!(
+            s.latency + Duration::from_millis(2) >= stall_left,
+            "latency from the schedule {:?} with {stall_left:?} of stall left",
+            s.latency
+        );
+    }
+    let first = all.iter().min_by_key(|s| s.scheduled).unwrap();
+    assert!(first.latency < Duration::from_millis(50), "{first:?}");
+}
+
+#[tokio::test]
+async fn statuses_are_classified_admitted_limited_unavailable_server_error_and_other() {
+    let server = Server::start(|caller| answer(caller.parse().unwrap())).await;
+    let tenants = ["200", "204", "429", "503", "500", "502", "404"]
+        .into_iter()
+        .map(|s| tenant(s, 20.0, Spread::Sticky))
+        .collect();
+    let (summary, samples, _) = run(
+        plan(vec![server.addr], tenants, Duration::from_millis(300)),
+        CancellationToken::new(),
+    )
+    .await;
+
+    assert_accounted(&summary, &samples);
+    let by_tenant: Vec<(usize, Outcome)> = samples
+        .all()
+        .iter()
+        .map(|s| (s.tenant, s.outcome))
+        .collect();
+    let expected = [
+        Outcome::Admitted,
+        Outcome::Admitted,
+        Outcome::Limited,
+        Outcome::Unavailable,
+        Outcome::ServerError,
+        Outcome::ServerError,
+        Outcome::OtherStatus(404),
+    ];
+    for (tenant, outcome) in by_tenant {
+        assert_eq!(outcome, expected[tenant], "tenant {tenant}");
+    }
+    assert!(summary.sent >= 35, "{summary:?}");
+}
+
+#[tokio::test]
+async fn nothing_listening_is_a_refused_connection() {
+    let free = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = free.local_addr().unwrap();
+    drop(free);
+    let (summary, samples, _) = run(
+        plan(
+            vec![addr],
+            vec![tenant("acme", 50.0, Spread::Sticky)],
+            Duration::from_millis(200),
+        ),
+        CancellationToken::new(),
+    )
+    .await;
+
+    assert_accounted(&summary, &samples);
+    assert_eq!(
+        samples.outcomes(),
+        HashMap::from([(Outcome::Transport(TransportError::Refused), 10)])
+    );
+}
+
+#[tokio::test]
+async fn a_server_closing_the_connection_without_answering_is_a_reset() {
+    let server = Server::start(|_| Action::Close).await;
+    let (summary, samples, _) = run(
+        plan(
+            vec![server.addr],
+            vec![tenant("acme", 50.0, Spread::Sticky)],
+            Duration::from_millis(200),
+        ),
+        CancellationToken::new(),
+    )
+    .await;
+
+    assert_accounted(&summary, &samples);
+    assert_eq!(
+        samples.outcomes(),
+        HashMap::from([(Outcome::Transport(TransportError::Reset), 10)])
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_is_a_timeout_at_the_request_timeout() {
+    let server = Server::start(|_| Action::Silent).await;
+    let mut plan = plan(
+        vec![server.addr],
+        vec![tenant("acme", 20.0, Spread::Sticky)],
+        Duration::from_millis(200),
+    );
+    plan.request_timeout = Duration::from_millis(200);
+    let (summary, samples, _) = run(plan, CancellationToken::new()).await;
+
+    assert_accounted(&summary, &samples);
+    assert_eq!(
+        samples.outcomes(),
+        HashMap::from([(Outcome::Transport(TransportError::Timeout), 4)])
+    );
+    for s in samples.all() {
+        assert!(
+            (Duration::from_millis(200)..Duration::from_millis(300)).contains(&s.service_time),
+            "{s:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn requests_due_beyond_the_in_flight_bound_are_dropped_and_counted_not_delayed() {
+    // Answers come after the whole schedule: the first five hold the five slots throughout.
+    let server = Server::start(|_| Action::Answer {
+        status: 200,
+        after: Duration::from_millis(700),
+    })
+    .await;
+    let mut plan = plan(
+        vec![server.addr],
+        vec![tenant("acme", 100.0, Spread::Sticky)],
+        Duration::from_millis(500),
+    );
+    plan.max_in_flight_per_target = 5;
+    let (summary, samples, _) = run(plan, CancellationToken::new()).await;
+
+    assert_accounted(&summary, &samples);
+    assert_eq!(
+        (summary.scheduled, summary.sent, summary.dropped),
+        (50, 5, 45)
+    );
+    assert_eq!(server.count_of("acme"), 5);
+    let outcomes = samples.outcomes();
+    assert_eq!(
+        (outcomes[&Outcome::Dropped], outcomes[&Outcome::Admitted]),
+        (45, 5)
+    );
+    // Dropped at their scheduled time, not queued behind the bound.
+    let dropped: Vec<Sample> = samples
+        .all()
+        .into_iter()
+        .filter(|s| s.outcome == Outcome::Dropped)
+        .collect();
+    assert!(
+        dropped
+            .iter()
+            .all(|s| s.latency == Duration::ZERO && s.send_lag == Duration::ZERO)
+    );
+}
+
+#[tokio::test]
+async fn sticky_keeps_a_tenant_on_one_instance_and_round_robin_spreads_it_evenly() {
+    let servers = [
+        Server::start(|_| answer(200)).await,
+        Server::start(|_| answer(200)).await,
+        Server::start(|_| answer(200)).await,
+    ];
+    let tenants = vec![
+        tenant("sticky-a", 60.0, Spread::Sticky),
+        tenant("sticky-b", 60.0, Spread::Sticky),
+        tenant("spread", 60.0, Spread::RoundRobin),
+    ];
+    let (summary, samples, _) = run(
+        plan(
+            servers.iter().map(|s| s.addr).collect(),
+            tenants,
+            Duration::from_millis(500),
+        ),
+        CancellationToken::new(),
+    )
+    .await;
+
+    assert_accounted(&summary, &samples);
+    let per_instance = |caller| {
+        servers
+            .iter()
+            .map(|s| s.count_of(caller))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(per_instance("sticky-a"), vec![30, 0, 0]);
+    assert_eq!(per_instance("sticky-b"), vec![0, 30, 0]);
+    assert_eq!(per_instance("spread"), vec![10, 10, 10]);
+    // The samples name the instance the request went to.
+    for s in samples.all() {
+        let caller = ["sticky-a", "sticky-b", "spread"][s.tenant];
+        assert!(per_instance(caller)[s.instance] > 0, "{s:?}");
+    }
+}
+
+#[tokio::test]
+async fn cancel_stops_sending_at_once_and_counts_the_rest_as_cancelled() {
+    let mut server = Server::start(|_| answer(200)).await;
+    let cancel = CancellationToken::new();
+    let plan = plan(
+        vec![server.addr],
+        vec![tenant("acme", 100.0, Spread::Sticky)],
+        Duration::from_secs(20),
+    );
+    let running = tokio::spawn(run(plan, cancel.clone()));
+    server.wait_for_requests(20).await;
+    let cancelled_at = Instant::now();
+    cancel.cancel();
+    let (summary, samples, _) = running.await.unwrap();
+
+    assert!(
+        cancelled_at.elapsed() < Duration::from_millis(300),
+        "stopped after {:?}",
+        cancelled_at.elapsed()
+    );
+    assert_accounted(&summary, &samples);
+    assert_eq!(summary.scheduled, 2_000);
+    assert!((20..40).contains(&summary.sent), "{summary:?}");
+    assert_eq!(summary.cancelled, 2_000 - summary.sent);
+    assert_eq!(summary.abandoned, 0);
+    assert_eq!(server.count_of("acme") as u64, summary.sent);
+}
+
+#[tokio::test]
+async fn requests_still_unanswered_after_the_cancel_grace_are_counted_as_abandoned() {
+    let mut server = Server::start(|_| Action::Silent).await;
+    let cancel = CancellationToken::new();
+    let plan = plan(
+        vec![server.addr],
+        vec![tenant("acme", 100.0, Spread::Sticky)],
+        Duration::from_secs(20),
+    );
+    let running = tokio::spawn(run(plan, cancel.clone()));
+    server.wait_for_requests(5).await;
+    cancel.cancel();
+    let (summary, samples, _) = running.await.unwrap();
+
+    assert_accounted(&summary, &samples);
+    assert!(summary.sent >= 5);
+    assert_eq!(summary.abandoned, summary.sent);
+    assert!(samples.all().is_empty());
+}
+
+#[tokio::test]
+async fn a_plan_that_cannot_be_sent_is_refused_before_anything_is_sent() {
+    let server = Server::start(|_| answer(200)).await;
+    let mut bad_header = plan(
+        vec![server.addr],
+        vec![tenant("acme", 10.0, Spread::Sticky)],
+        Duration::from_secs(1),
+    );
+    bad_header.targets[0].caller_header = "x caller".into();
+    let mut bad_caller = bad_header.clone();
+    bad_caller.targets[0].caller_header = "x-caller".into();
+    bad_caller.tenants[0].caller = "line\nbreak".into();
+    let mut bad_path = bad_caller.clone();
+    bad_path.tenants[0].caller = "acme".into();
+    bad_path.targets[0].path = "api".into();
+    let mut no_instance = bad_path.clone();
+    no_instance.targets[0].path = "/api".into();
+    no_instance.targets[0].instances.clear();
+    let mut bad_rate = no_instance.clone();
+    bad_rate.targets[0].instances.push(server.addr);
+    bad_rate.tenants[0].rate_per_s = f64::NAN;
+
+    let samples = Arc::new(Samples::default());
+    type IsExpected = fn(&LoadError) -> bool;
+    let cases: [(LoadPlan, IsExpected); 5] = [
+        (bad_header, |e| matches!(e, LoadError::CallerHeader { .. })),
+        (bad_caller, |e| matches!(e, LoadError::Caller { .. })),
+        (bad_path, |e| matches!(e, LoadError::Path { .. })),
+        (no_instance, |e| matches!(e, LoadError::NoInstances { .. })),
+        (bad_rate, |e| matches!(e, LoadError::Rate { .. })),
+    ];
+    for (plan, expected) in cases {
+        assert!(expected(&plan.validate().unwrap_err()), "{plan:?}");
+        let err = try_run(
+            plan,
+            Instant::now(),
+            samples.clone(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+        assert!(expected(&err), "{err:?}");
+    }
+    assert!(samples.all().is_empty());
+    assert_eq!(server.seen().len(), 0);
+}

@@ -1,0 +1,437 @@
+//! The harness end to end, on real redis-server and Toxiproxy: a scaled-down outage
+//! reproduces seed 000's outcomes, `run.json` matches its schema, and bad input or a failing
+//! child gets a clear error with nothing left running.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use failmode::results::{RunResult, TenantResult};
+use failmode::run::progress::Say;
+use failmode::run::{RunError, RunOptions, run};
+use failmode::scenario::Scenario;
+use tokio_util::sync::CancellationToken;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+const OUTAGE: &str = r#"
+name = "test-outage"
+description = "seed 000's running example, scaled down: Redis cut for 6 s"
+seed = 7
+[policy]
+limit = 50
+window = "1s"
+[[tenants]]
+name = "acme"
+rate = 120
+[[tenants]]
+name = "globex"
+rate = 20
+[[tenants]]
+name = "initech"
+rate = 5
+[[targets]]
+name = "fail-open"
+instances = 4
+[[targets]]
+name = "fail-closed"
+instances = 4
+[[targets]]
+name = "reference"
+instances = 4
+[[phases]]
+name = "steady"
+start = "0s"
+end = "4s"
+[[phases]]
+name = "fault"
+start = "4s"
+end = "10s"
+faults = [{ type = "down" }]
+[[phases]]
+name = "recovery"
+start = "10s"
+end = "12s"
+"#;
+
+fn tenant<'a>(run: &'a RunResult, target: &str, phase: &str, tenant: &str) -> &'a TenantResult {
+    run.targets
+        .iter()
+        .find(|t| t.name == target)
+        .and_then(|t| t.phases.iter().find(|p| p.name == phase))
+        .and_then(|p| p.tenants.iter().find(|t| t.name == tenant))
+        .unwrap_or_else(|| panic!("{target}/{phase}/{tenant} missing"))
+}
+
+/// Processes whose command line mentions `needle` (children started for a test folder).
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
+        .filter_map(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (text.contains(needle) && !text.contains("cargo")).then_some(text)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_the_reference() {
+    let out = tempfile::tempdir().unwrap();
+    let scenario = Scenario::parse(OUTAGE, "test-outage").unwrap();
+    let outcome = run(
+        RunOptions {
+            root: workspace(),
+            results_root: out.path().to_owned(),
+            scenario,
+            duration_scale: 1.0,
+            targets: None,
+            out: Some(out.path().join("run")),
+            build: true,
+        },
+        CancellationToken::new(),
+        &Say::default(),
+    )
+    .await
+    .unwrap();
+    let r = &outcome.result;
+    assert!(!r.partial);
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+
+    // While healthy, every target holds acme to the limit and admits the others in full.
+    for target in ["fail-open", "fail-closed", "reference"] {
+        let acme = tenant(r, target, "steady", "acme");
+        assert!(acme.over_admission < 0.1, "{target} steady acme {acme:?}");
+        for quiet in ["globex", "initech"] {
+            assert!(
+                tenant(r, target, "steady", quiet).wrongful_denial < 0.05,
+                "{target} steady {quiet}"
+            );
+        }
+    }
+    // During the cut, the BRIEF's table. Tolerances: a fault lands within a few ms of the
+    // phase start, and each instance's local share admits whole requests per window
+    // (12 of 12.5), so the reference sits up to 4 % under the limit.
+    let acme = tenant(r, "fail-open", "fault", "acme");
+    assert!(
+        (1.25..=1.55).contains(&acme.over_admission),
+        "fail-open lets acme through: {acme:?}"
+    );
+    for quiet in ["globex", "initech"] {
+        let t = tenant(r, "fail-closed", "fault", quiet);
+        assert!(
+            t.wrongful_denial > 0.95,
+            "fail-closed refuses {quiet}: {t:?}"
+        );
+        assert_eq!(t.admitted, 0, "{quiet}");
+        assert!(t.server_error > 0, "fail-closed answers 500");
+    }
+    let acme = tenant(r, "reference", "fault", "acme");
+    assert!(
+        acme.over_admission < 0.1,
+        "the reference holds acme near the limit: {acme:?}"
+    );
+    assert!(
+        acme.admitted_per_s > 44.0,
+        "and does not starve it: {acme:?}"
+    );
+    for quiet in ["globex", "initech"] {
+        let t = tenant(r, "reference", "fault", quiet);
+        assert!(
+            t.wrongful_denial < 0.05,
+            "the reference keeps serving {quiet}: {t:?}"
+        );
+        assert_eq!(t.server_error + t.unavailable, 0);
+    }
+    let reference = r.targets.iter().find(|t| t.name == "reference").unwrap();
+    let fault = reference.phases.iter().find(|p| p.name == "fault").unwrap();
+    assert!(
+        fault.fallbacks.unwrap() > 0.0,
+        "the reference counted its fallbacks"
+    );
+    assert!(fault.faults_applied_at_s.unwrap() >= 4.0);
+
+    // The results folder has everything it promises, and run.json matches its schema.
+    let folder = out.path().join("run");
+    for file in [
+        "run.json",
+        "series.csv",
+        "latency.hlog",
+        "scenario.toml",
+        "logs/toxiproxy-server.log",
+        "logs/reference-0.log",
+        "logs/redis-reference.log",
+    ] {
+        assert!(folder.join(file).is_file(), "{file} missing");
+    }
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(workspace().join("harness/schema/run.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("run.json")).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&written)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert_eq!(written["targets"][0]["phases"][1]["name"], "fault");
+
+    assert!(
+        processes_mentioning(&out.path().to_string_lossy()).is_empty(),
+        "children left running"
+    );
+}
+
+fn failmode(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_failmode"))
+        .args(args)
+        .current_dir(workspace())
+        .output()
+        .unwrap()
+}
+
+fn write_scenario(dir: &Path, text: &str) -> String {
+    let path = dir.join("s.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn bad_scenarios_exit_2_naming_the_key_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (edit, expect) in [
+        (
+            OUTAGE.replace("rate = 20", "rate = 20\nburst = 3"),
+            vec!["burst", "line 14"],
+        ),
+        (
+            OUTAGE.replace("rate = 20", "rate = -20"),
+            vec!["greater than zero", "line 13"],
+        ),
+        (
+            OUTAGE.replace("start = \"4s\"", "start = \"3s\""),
+            vec!["phases.start", "overlap", "line 30"],
+        ),
+    ] {
+        let out = failmode(&["run", &write_scenario(dir.path(), &edit), "--no-build"]);
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for e in expect {
+            assert!(stderr.contains(e), "{e:?} not in: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn an_unknown_target_exits_2_listing_the_known_ones() {
+    let out = failmode(&[
+        "run",
+        "baseline",
+        "--targets",
+        "reference,nonesuch",
+        "--no-build",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"nonesuch\"") && stderr.contains("fail-open"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn list_shows_the_scenarios_and_targets() {
+    let out = failmode(&["list"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for name in [
+        "slow-redis",
+        "redis-down",
+        "hung-redis",
+        "flapping",
+        "baseline",
+        "reference",
+        "retry-then-deny",
+    ] {
+        assert!(stdout.contains(name), "{name} not listed:\n{stdout}");
+    }
+    assert!(!stdout.contains("INVALID"), "{stdout}");
+}
+
+/// A workspace of its own with one stub target served by python3, so a test can make an
+/// instance fail readiness or die mid-run.
+fn stub_workspace(behaviour: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let stub = dir.path().join("targets/stub");
+    std::fs::create_dir_all(&stub).unwrap();
+    std::fs::write(
+        stub.join("stub.py"),
+        r#"import http.server, os, threading
+port = int(os.environ["PORT"])
+mode = os.environ["MODE"]
+if mode == "crash":
+    print("stub: cannot start, on purpose", flush=True)
+    raise SystemExit(3)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+if mode == "die" and os.environ["INDEX"] == "1":
+    threading.Timer(1.5, lambda: os._exit(9)).start()
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        stub.join("target.toml"),
+        format!(
+            r#"default_instances = 2
+start = {{ command = ["python3", "{}"], env = {{ PORT = "{{port}}", MODE = "{behaviour}", INDEX = "{{instance_index}}" }} }}
+ready = {{ path = "/", timeout = "3s" }}
+request = {{ path = "/", caller_header = "x-caller" }}
+[[variants]]
+name = "stub"
+"#,
+            stub.join("stub.py").display()
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn stub_scenario() -> Scenario {
+    let text = OUTAGE.split("[[targets]]").next().unwrap().to_owned()
+        + "[[targets]]\nname = \"stub\"\n[[phases]]\nname = \"steady\"\nstart = \"0s\"\nend = \"2s\"\n[[phases]]\nname = \"fault\"\nstart = \"2s\"\nend = \"4s\"\n";
+    Scenario::parse(&text, "stub").unwrap()
+}
+
+fn stub_options(ws: &Path) -> RunOptions {
+    RunOptions {
+        root: ws.to_owned(),
+        results_root: ws.join("results"),
+        scenario: stub_scenario(),
+        duration_scale: 1.0,
+        targets: None,
+        out: None,
+        build: false,
+    }
+}
+
+#[tokio::test]
+async fn a_target_that_fails_readiness_is_named_with_its_log_and_nothing_is_left_running() {
+    let ws = stub_workspace("crash");
+    let err = run(
+        stub_options(ws.path()),
+        CancellationToken::new(),
+        &Say::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, RunError::Target(_)), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("stub instance 0") || text.contains("target stub"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cannot start, on purpose"),
+        "the log's tail is quoted: {text}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(processes_mentioning(&ws.path().to_string_lossy()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_dies_mid_run_is_recorded_and_the_run_goes_on() {
+    let ws = stub_workspace("die");
+    let outcome = run(
+        stub_options(ws.path()),
+        CancellationToken::new(),
+        &Say::default(),
+    )
+    .await
+    .unwrap();
+    let r = &outcome.result;
+    assert!(!r.partial);
+    let events = &r.targets[0].events;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == "child-exited" && e.detail.contains("instance 1")),
+        "{events:?}"
+    );
+    assert!(
+        r.notes.iter().any(|n| n.contains("instance 1")),
+        "the report says so: {:?}",
+        r.notes
+    );
+    // Half the round-robin traffic now hits a dead instance: refused connections are counted.
+    let fault = &r.targets[0].phases[1].all;
+    assert!(fault.transport_error > 0 && fault.admitted > 0, "{fault:?}");
+    assert!(ws.path().join("results/latest/run.json").is_file());
+}
+
+#[test]
+fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
+    let ws = stub_workspace("serve");
+    std::fs::create_dir_all(ws.path().join("scenarios")).unwrap();
+    let text = OUTAGE.split("[[targets]]").next().unwrap().to_owned()
+        + "[[targets]]\nname = \"stub\"\n[[phases]]\nname = \"steady\"\nstart = \"0s\"\nend = \"30s\"\n";
+    std::fs::write(ws.path().join("scenarios/long.toml"), text).unwrap();
+    std::fs::write(ws.path().join("Cargo.toml"), "[workspace]\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_failmode"))
+        .args(["run", "long", "--no-build"])
+        .current_dir(ws.path())
+        // The stub workspace has no .tools of its own.
+        .env("FAILMODE_TOOLS", workspace().join(".tools"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the load is running (the stub's instances are up), then interrupt.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while processes_mentioning("stub.py").len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    let run_dir = ws.path().join("results/latest");
+    let written: RunResult =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
+    assert!(written.partial);
+    assert!(written.duration_s < 10.0, "{}", written.duration_s);
+    assert!(written.targets[0].phases[0].all.admitted > 0);
+    assert!(
+        processes_mentioning(&ws.path().to_string_lossy()).is_empty(),
+        "children left running"
+    );
+}
