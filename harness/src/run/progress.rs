@@ -97,6 +97,10 @@ pub async fn show(
             ));
             last_phase = phase;
         }
+        // Plain lines report the rate since the previous line, not since the last tick.
+        if header.is_none() && last_plain.elapsed() < PLAIN_EVERY {
+            continue;
+        }
         let dt = last_tick.elapsed().as_secs_f64().max(1e-3);
         last_tick = Instant::now();
         let mut plain = Vec::new();
@@ -130,7 +134,12 @@ pub async fn show(
                 line.set_message(msg);
                 line.tick();
             } else {
-                plain.push(format!("{name}: {msg}"));
+                plain.push(format!(
+                    "{name} {:.0}/s 429 {:.0}% 5xx {:.0}%",
+                    done as f64 / dt,
+                    share(limited),
+                    share(errors)
+                ));
             }
         }
         if let Some(h) = &header {
@@ -140,7 +149,7 @@ pub async fn show(
                 elapsed.as_secs_f64(),
                 scenario.duration.as_secs_f64()
             ));
-        } else if last_plain.elapsed() >= PLAIN_EVERY {
+        } else {
             last_plain = Instant::now();
             say.line(&format!(
                 "{:>7.1}s  {phase_name}: {}",
