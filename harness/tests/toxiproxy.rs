@@ -368,8 +368,13 @@ async fn stop_kills_a_child_that_ignores_sigterm_once_the_grace_is_over() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = ChildProcess::spawn(
         "stubborn",
-        "sh",
-        ["-c", "trap '' TERM; echo ready; sleep 300 & wait"],
+        // The log's header repeats the command line, so the word waited for is built at run
+        // time: finding it means the handler is in place.
+        "perl",
+        [
+            "-e",
+            "$SIG{TERM} = 'IGNORE'; $| = 1; print 'TERM ign' . \"ored\\n\"; sleep 300",
+        ],
         &[],
         &log_in(dir.path(), "stubborn"),
     )
@@ -377,7 +382,7 @@ async fn stop_kills_a_child_that_ignores_sigterm_once_the_grace_is_over() {
     let log = child.log_path().to_owned();
     assert!(
         eventually(BOUND, || std::fs::read_to_string(&log)
-            .is_ok_and(|l| l.contains("ready")))
+            .is_ok_and(|l| l.contains("TERM ignored")))
         .await
     );
     assert_eq!(child.try_exit(), None);
@@ -426,7 +431,12 @@ async fn wait_for_tcp_reports_a_child_that_exits_early_by_name_with_its_log() {
     let mut child = ChildProcess::spawn(
         "fake-server",
         "sh",
-        ["-c", "echo 'FATAL: bad config line 3' >&2; exit 3"],
+        // The line number is computed, so the quoted text can only come from the child's
+        // output, not from the command line the log's header repeats.
+        [
+            "-c",
+            "echo \"FATAL: bad config line $((1 + 2))\" >&2; exit 3",
+        ],
         &[],
         &log_in(dir.path(), "fake-server"),
     )

@@ -68,7 +68,7 @@ mod tests {
             let admitted = (offered as f64 * admitted_share) as u64;
             let over = over_admission(admitted, allowance);
             let denied = wrongful_denial(admitted, entitled(offered, allowance));
-            prop_assert!(over >= 0.0 && denied >= 0.0 && denied <= 1.0);
+            prop_assert!(over >= 0.0 && (0.0..=1.0).contains(&denied));
             prop_assert!(over == 0.0 || denied == 0.0);
         }
     }
