@@ -4,11 +4,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use failmode::infra::workspace_root;
 use failmode::run::progress::Say;
-use failmode::run::{RunOptions, run};
+use failmode::run::{RunError, RunOptions, run};
 use failmode::scenario::{self, Scenario};
 use failmode::{report, targets};
 use tokio_util::sync::CancellationToken;
@@ -108,15 +107,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             let scenario = scenario.scaled(args.duration_scale);
             let interrupt = CancellationToken::new();
-            let on_signal = interrupt.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!(
-                        "\ninterrupted: stopping the load, removing faults, stopping every child, writing what was measured"
-                    );
-                    on_signal.cancel();
-                }
-            });
+            tokio::spawn(watch_signals(interrupt.clone()));
             let say = Say::new();
             let outcome = run(
                 RunOptions {
@@ -131,8 +122,15 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 interrupt,
                 &say,
             )
-            .await
-            .context("the run failed")?;
+            .await;
+            let outcome = match outcome {
+                Ok(outcome) => outcome,
+                Err(e @ RunError::InterruptedBeforeLoad(_)) => {
+                    eprintln!("{e}");
+                    return Ok(exit_code(130));
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context("the run failed")),
+            };
             let r = &outcome.result;
             println!("\n{} — {}", r.scenario, r.description);
             println!("{}", report::summary_table(r));
@@ -142,6 +140,41 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             println!("\nresults: {}", outcome.folder.path.display());
             Ok(exit_code(if r.partial { 130 } else { 0 }))
+        }
+    }
+}
+
+/// SIGINT, SIGTERM (a cancelled CI job) and SIGHUP (a closed terminal) all stop the run
+/// cleanly: load stopped, faults removed, children stopped, results written. A second signal
+/// means "now": exit at once, without that cleanup.
+async fn watch_signals(interrupt: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        let _ = tokio::signal::ctrl_c().await;
+        interrupt.cancel();
+        return;
+    };
+    let mut first = true;
+    loop {
+        let name = tokio::select! {
+            _ = tokio::signal::ctrl_c() => "interrupted",
+            _ = term.recv() => "terminated",
+            _ = hup.recv() => "hung up",
+        };
+        if first {
+            eprintln!(
+                "\n{name}: stopping the load, removing faults, stopping every child, writing what was measured (again to quit at once)"
+            );
+            interrupt.cancel();
+            first = false;
+        } else {
+            eprintln!(
+                "{name} again: quitting at once; children may be left running (see the run's logs/)"
+            );
+            std::process::exit(130);
         }
     }
 }

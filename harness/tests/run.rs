@@ -67,8 +67,9 @@ fn tenant<'a>(run: &'a RunResult, target: &str, phase: &str, tenant: &str) -> &'
         .unwrap_or_else(|| panic!("{target}/{phase}/{tenant} missing"))
 }
 
-/// Processes whose command line mentions `needle` (children started for a test folder).
-fn processes_mentioning(needle: &str) -> Vec<String> {
+/// Processes started for a test folder: every child the harness starts writes its stdout to
+/// a log inside the folder (redis-server rewrites its command line, so that cannot be used).
+fn children_logging_under(needle: &str) -> Vec<String> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -79,9 +80,10 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
                 .all(|c| c.is_ascii_digit())
         })
         .filter_map(|e| {
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let stdout = std::fs::read_link(e.path().join("fd/1")).ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
             let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            (text.contains(needle) && !text.contains("cargo")).then_some(text)
+            (stdout.to_string_lossy().contains(needle) && !text.contains("cargo")).then_some(text)
         })
         .collect()
 }
@@ -190,7 +192,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
     assert_eq!(written["targets"][0]["phases"][1]["name"], "fault");
 
     assert!(
-        processes_mentioning(&out.path().to_string_lossy()).is_empty(),
+        children_logging_under(&out.path().to_string_lossy()).is_empty(),
         "children left running"
     );
 }
@@ -355,7 +357,7 @@ async fn a_target_that_fails_readiness_is_named_with_its_log_and_nothing_is_left
         "the log's tail is quoted: {text}"
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(processes_mentioning(&ws.path().to_string_lossy()).is_empty());
+    assert!(children_logging_under(&ws.path().to_string_lossy()).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,7 +409,13 @@ fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
         .unwrap();
     // Wait until the load is running (the stub's instances are up), then interrupt.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while processes_mentioning("stub.py").len() < 2 {
+    let ws_path = ws.path().to_string_lossy().into_owned();
+    while children_logging_under(&ws_path)
+        .iter()
+        .filter(|c| c.contains("stub.py"))
+        .count()
+        < 2
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "the run never started"
@@ -431,7 +439,7 @@ fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
     assert!(written.duration_s < 10.0, "{}", written.duration_s);
     assert!(written.targets[0].phases[0].all.admitted > 0);
     assert!(
-        processes_mentioning(&ws.path().to_string_lossy()).is_empty(),
+        children_logging_under(&ws.path().to_string_lossy()).is_empty(),
         "children left running"
     );
 }

@@ -13,6 +13,9 @@ use super::toxiproxy::ToxicKind;
 pub enum Fault {
     /// The proxy is disabled: open connections are cut and new ones refused.
     Down {},
+    /// Redis holds every connection open and nothing passes either way: commands do not
+    /// reach it and no reply comes back (Toxiproxy `timeout` 0 on both directions).
+    Hang {},
     /// Down for `down` at the start of every `period`, up for the rest, for the whole phase.
     Flap {
         #[serde(with = "crate::duration")]
@@ -39,6 +42,7 @@ impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Down {} => f.write_str("down"),
+            Self::Hang {} => f.write_str("hang"),
             Self::Flap { period, down } => write!(
                 f,
                 "flap: down {} every {}",
@@ -78,6 +82,7 @@ mod tests {
         let faults = parse(
             r#"faults = [
                 { type = "down" },
+                { type = "hang" },
                 { type = "flap", period = "4s", down = "1s" },
                 { type = "latency", latency_ms = 40, jitter_ms = 10 },
                 { type = "timeout", timeout_ms = 0 },
@@ -85,21 +90,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(faults[0], Fault::Down {});
+        assert_eq!(faults[1], Fault::Hang {});
         assert_eq!(
-            faults[1],
+            faults[2],
             Fault::Flap {
                 period: Duration::from_secs(4),
                 down: Duration::from_secs(1)
             }
         );
         assert_eq!(
-            faults[2],
+            faults[3],
             Fault::Toxic(ToxicKind::Latency {
                 latency_ms: 40,
                 jitter_ms: 10
             })
         );
-        assert_eq!(faults[2].to_string(), "latency jitter=10 latency=40");
+        assert_eq!(faults[3].to_string(), "latency jitter=10 latency=40");
     }
 
     #[test]

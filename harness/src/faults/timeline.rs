@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::Fault;
-use super::toxiproxy::{Toxic, Toxiproxy, ToxiproxyError};
+use super::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
 
 /// One proxy's result: when its last operation completed, or why it failed.
 pub type ProxyOutcome = Result<Instant, ToxiproxyError>;
@@ -74,6 +74,22 @@ impl Player {
                         (Fault::Toxic(_), Op::Remove) => {
                             client.remove_toxic(&proxy, &toxic_name(&phase, i)).await
                         }
+                        (Fault::Hang {}, Op::Apply) => {
+                            let hold = ToxicKind::Timeout { timeout_ms: 0 };
+                            let up = Toxic::new(format!("{}-up", toxic_name(&phase, i)), hold)
+                                .with_stream(Stream::Upstream);
+                            let down = Toxic::new(format!("{}-down", toxic_name(&phase, i)), hold);
+                            match client.add_toxic(&proxy, &up).await {
+                                Ok(_) => client.add_toxic(&proxy, &down).await.map(drop),
+                                Err(e) => Err(e),
+                            }
+                        }
+                        (Fault::Hang {}, Op::Remove) => {
+                            let name = toxic_name(&phase, i);
+                            let up = client.remove_toxic(&proxy, &format!("{name}-up")).await;
+                            let down = client.remove_toxic(&proxy, &format!("{name}-down")).await;
+                            up.and(down)
+                        }
                     };
                     if let Err(e) = step {
                         outcome = Err(e);
@@ -102,15 +118,17 @@ impl Player {
             .collect()
     }
 
-    /// Cuts every proxy for `down` at the start of each `period` until `until` or `cancel`.
+    /// Cuts every proxy for `down` at the start of each `period` from `from` (the phase's
+    /// start, not when this task got going) until `until` or `cancel`.
     pub async fn flap(
         &self,
+        from: Instant,
         period: Duration,
         down: Duration,
         until: Instant,
         cancel: &CancellationToken,
     ) {
-        let mut cycle_start = Instant::now();
+        let mut cycle_start = from;
         while cycle_start < until && !cancel.is_cancelled() {
             self.set_all(false).await;
             let up_at = (cycle_start + down).min(until);

@@ -55,6 +55,18 @@ impl Counts {
         }
     }
 
+    /// Adds another cell's counts (all tenants of a phase, say).
+    pub fn merge(&mut self, other: &Counts) {
+        self.offered += other.offered;
+        self.admitted += other.admitted;
+        self.limited += other.limited;
+        self.unavailable += other.unavailable;
+        self.server_error += other.server_error;
+        self.transport_error += other.transport_error;
+        self.other_status += other.other_status;
+        self.dropped += other.dropped;
+    }
+
     /// 5xx of any kind.
     pub fn errors_5xx(&self) -> u64 {
         self.unavailable + self.server_error

@@ -7,7 +7,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::derived;
-use crate::metrics::{Cell, Counts, Measured};
+use crate::metrics::{Cell, Measured};
 use crate::scenario::Scenario;
 
 /// Bumped on any change a reader of `run.json` would notice.
@@ -178,22 +178,11 @@ fn tenant_result(name: &str, cell: &Cell, allowance: f64, length_s: f64) -> Tena
     }
 }
 
-fn sum_counts(a: &mut Counts, b: &Counts) {
-    a.offered += b.offered;
-    a.admitted += b.admitted;
-    a.limited += b.limited;
-    a.unavailable += b.unavailable;
-    a.server_error += b.server_error;
-    a.transport_error += b.transport_error;
-    a.other_status += b.other_status;
-    a.dropped += b.dropped;
-}
-
 /// All tenants together: counts and histograms merged exactly; the ratios over the totals.
 fn all_tenants(cells: &[Cell], tenants: &[TenantResult], length_s: f64) -> TenantResult {
     let mut merged = cells[0].clone();
     for cell in &cells[1..] {
-        sum_counts(&mut merged.counts, &cell.counts);
+        merged.counts.merge(&cell.counts);
         // Same bounds everywhere, so adding cannot fail.
         let _ = merged.latency.add(&cell.latency);
         let _ = merged.service_time.add(&cell.service_time);
@@ -223,11 +212,14 @@ fn all_tenants(cells: &[Cell], tenants: &[TenantResult], length_s: f64) -> Tenan
     all
 }
 
-/// Puts the measurements and the runner's facts together.
+/// Puts the measurements and the runner's facts together. A run that stopped after `ran_for`
+/// reports only the phases it reached, the last one cut at `ran_for`: its allowance and rates
+/// cover the time that actually ran.
 pub fn build_targets(
     scenario: &Scenario,
     measured: &Measured,
     facts: &[TargetFacts],
+    ran_for: std::time::Duration,
 ) -> Vec<TargetResult> {
     facts
         .iter()
@@ -242,9 +234,12 @@ pub fn build_targets(
                 .phases
                 .iter()
                 .enumerate()
+                .filter(|(_, phase)| phase.start < ran_for)
                 .map(|(p, phase)| {
-                    let length_s = phase.length().as_secs_f64();
-                    let allowance = scenario.allowance(phase.length());
+                    let end = phase.end.min(ran_for);
+                    let length = end - phase.start;
+                    let length_s = length.as_secs_f64();
+                    let allowance = scenario.allowance(length);
                     let cells: Vec<Cell> = measured.cells[t]
                         .iter()
                         .map(|per_phase| per_phase[p].clone())
@@ -262,7 +257,7 @@ pub fn build_targets(
                     PhaseResult {
                         name: phase.name.clone(),
                         start_s: phase.start.as_secs_f64(),
-                        end_s: phase.end.as_secs_f64(),
+                        end_s: end.as_secs_f64(),
                         faults: phase.faults.iter().map(ToString::to_string).collect(),
                         faults_applied_at_s: pf.faults_applied_at_s,
                         faults_removed_at_s: pf.faults_removed_at_s,

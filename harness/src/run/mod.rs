@@ -16,7 +16,7 @@ use crate::faults::Fault;
 use crate::faults::timeline::{Player, sleep_until};
 use crate::faults::toxiproxy::ToxiproxyError;
 use crate::infra::{InfraError, locate};
-use crate::load::{self, LoadPlan, TargetPlan, TenantPlan};
+use crate::load::{self, LoadPlan, TargetPlan};
 use crate::metrics::{Collector, Shape};
 use crate::results::folder::RunFolder;
 use crate::results::{self, Event, LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts};
@@ -159,17 +159,7 @@ pub async fn run(
                 caller_header: t.def.caller_header.clone(),
             })
             .collect(),
-        tenants: scenario
-            .tenants
-            .iter()
-            .map(|t| TenantPlan {
-                name: t.name.clone(),
-                caller: t.caller.clone(),
-                rate_per_s: t.rate_per_s,
-                arrival: t.arrival,
-                spread: t.spread,
-            })
-            .collect(),
+        tenants: scenario.tenants.clone(),
         duration: scenario.duration,
         seed: scenario.seed,
         request_timeout: scenario.request_timeout,
@@ -198,21 +188,29 @@ pub async fn run(
     ));
     let start = Instant::now() + Duration::from_millis(100);
     let done = CancellationToken::new();
+    // The timeline stops on an interrupt, and also when the load generator fails.
+    let stop_timeline = interrupt.child_token();
     let recorder: Arc<dyn load::Recorder> = collector.clone();
     let (summary, phase_facts, (), ()) = tokio::join!(
         async {
             let summary = load::try_run(plan, start, recorder, interrupt.clone()).await;
+            if summary.is_err() {
+                stop_timeline.cancel();
+            }
             done.cancel();
             summary
         },
-        play_timeline(&world, &scenario, start, &interrupt, &http, &events),
+        play_timeline(&world, &scenario, start, &stop_timeline, &http, &events),
         watch_children(&world, start, &done, &events),
         progress::show(say, &scenario, &names, &collector, start, done.clone()),
     );
-    let partial = interrupt.is_cancelled();
     let ran_for = start.elapsed();
     world.stop().await;
-    let summary = summary?;
+    let (summary, load_error) = match summary {
+        Ok(summary) => (summary, None),
+        Err(e) => (load::LoadSummary::default(), Some(e)),
+    };
+    let partial = interrupt.is_cancelled() || load_error.is_some();
 
     let measured = collector.snapshot();
     let events = events.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -232,7 +230,10 @@ pub async fn run(
         })
         .collect();
     let mut notes = Vec::new();
-    if partial {
+    if let Some(e) = &load_error {
+        notes.push(format!("the load generator failed: {e}"));
+    }
+    if interrupt.is_cancelled() {
         notes.push(format!(
             "interrupted after {:.1} s of {:.1} s: the figures cover what ran",
             ran_for.as_secs_f64(),
@@ -272,7 +273,7 @@ pub async fn run(
             cancelled: summary.cancelled,
         },
         notes,
-        targets: results::build_targets(&scenario, &measured, &facts),
+        targets: results::build_targets(&scenario, &measured, &facts, ran_for),
     };
     let write_error = |source| RunError::Results {
         path: folder.path.clone(),
@@ -285,6 +286,9 @@ pub async fn run(
         folder
             .mark_latest(&opts.results_root)
             .map_err(write_error)?;
+    }
+    if let Some(e) = load_error {
+        return Err(RunError::Load(e));
     }
     Ok(RunOutcome { folder, result })
 }
@@ -306,13 +310,15 @@ fn since(start: Instant, at: Instant) -> f64 {
     at.saturating_duration_since(start).as_secs_f64()
 }
 
-/// Applies each phase's faults at its start and removes them at its end, on every target at
-/// once, reading the targets' counters at each boundary. Returns `[phase][target]` facts.
+/// Plays the timeline: at every phase boundary, at its scheduled instant, removes the faults
+/// of the phases ending there, applies those of the phases starting there (on every target
+/// at once), then reads the targets' counters once, so one reading ends a phase and starts
+/// the next. Returns `[phase][target]` facts.
 async fn play_timeline(
     world: &World,
     scenario: &Scenario,
     start: Instant,
-    interrupt: &CancellationToken,
+    stop: &CancellationToken,
     http: &reqwest::Client,
     events: &Mutex<Vec<Vec<Event>>>,
 ) -> Vec<Vec<PhaseFacts>> {
@@ -322,62 +328,91 @@ async fn play_timeline(
     );
     let n = world.targets.len();
     let mut facts = vec![vec![PhaseFacts::default(); n]; scenario.phases.len()];
-    let note = |target: usize, at: Instant, kind: &str, detail: String| {
+    let note = |target: usize, kind: &str, detail: String| {
         events.lock().unwrap_or_else(|e| e.into_inner())[target].push(Event {
-            at_s: since(start, at),
+            at_s: since(start, Instant::now()),
             kind: kind.to_owned(),
             detail,
         });
     };
-    for (p, phase) in scenario.phases.iter().enumerate() {
-        if sleep_until(start + phase.start, interrupt).await {
+    let mut boundaries: Vec<Duration> = scenario
+        .phases
+        .iter()
+        .flat_map(|p| [p.start, p.end])
+        .collect();
+    boundaries.sort();
+    boundaries.dedup();
+    let mut readings: Vec<Option<snapshot::Reading>> = vec![None; scenario.phases.len()];
+    let flaps = stop.child_token();
+    let mut flapping = tokio::task::JoinSet::new();
+    for at in boundaries {
+        if sleep_until(start + at, stop).await {
             break;
         }
-        let applied = player.apply(&phase.name, &phase.faults).await;
-        for (t, outcome) in applied.into_iter().enumerate() {
-            match outcome {
-                Ok(at) if !phase.faults.is_empty() => {
-                    facts[p][t].faults_applied_at_s = Some(since(start, at))
+        for (p, phase) in scenario
+            .phases
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.end == at)
+        {
+            let removed = player.remove(&phase.name, &phase.faults).await;
+            for (t, outcome) in removed.into_iter().enumerate() {
+                match outcome {
+                    Ok(done) if !phase.faults.is_empty() => {
+                        facts[p][t].faults_removed_at_s = Some(since(start, done));
+                    }
+                    Ok(_) => {}
+                    Err(e) => note(t, "fault-not-removed", e.to_string()),
                 }
-                Ok(_) => {}
-                Err(e) => note(t, Instant::now(), "fault-not-applied", e.to_string()),
             }
         }
-        let before = snapshot::take(world, http).await;
-        let flap = phase.faults.iter().find_map(|f| match f {
-            Fault::Flap { period, down } => Some((*period, *down)),
-            _ => None,
-        });
-        let end = start + phase.end;
-        match flap {
-            Some((period, down)) => player.flap(period, down, end, interrupt).await,
-            None => {
-                sleep_until(end, interrupt).await;
-            }
-        }
-        let after = snapshot::take(world, http).await;
-        let removed = player.remove(&phase.name, &phase.faults).await;
-        for (t, f) in facts[p].iter_mut().enumerate() {
-            f.fallbacks = after.fallbacks[t]
-                .zip(before.fallbacks[t])
-                .map(|(a, b)| a - b);
-            f.store_commands = after.store_commands[t]
-                .zip(before.store_commands[t])
-                .map(|(a, b)| a.saturating_sub(b));
-        }
-        for (t, outcome) in removed.into_iter().enumerate() {
-            match outcome {
-                Ok(at) if !phase.faults.is_empty() => {
-                    facts[p][t].faults_removed_at_s = Some(since(start, at))
+        for (p, phase) in scenario
+            .phases
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.start == at)
+        {
+            let applied = player.apply(&phase.name, &phase.faults).await;
+            for (t, outcome) in applied.into_iter().enumerate() {
+                match outcome {
+                    Ok(done) if !phase.faults.is_empty() => {
+                        facts[p][t].faults_applied_at_s = Some(since(start, done));
+                    }
+                    Ok(_) => {}
+                    Err(e) => note(t, "fault-not-applied", e.to_string()),
                 }
-                Ok(_) => {}
-                Err(e) => note(t, Instant::now(), "fault-not-removed", e.to_string()),
+            }
+            for fault in &phase.faults {
+                if let Fault::Flap { period, down } = *fault {
+                    let (player, cancel) = (player.clone(), flaps.clone());
+                    let (from, until) = (start + phase.start, start + phase.end);
+                    flapping.spawn(
+                        async move { player.flap(from, period, down, until, &cancel).await },
+                    );
+                }
             }
         }
-        if interrupt.is_cancelled() {
-            break;
+        let reading = snapshot::take(world, http).await;
+        for (p, phase) in scenario.phases.iter().enumerate() {
+            if phase.end == at
+                && let Some(before) = &readings[p]
+            {
+                for (t, f) in facts[p].iter_mut().enumerate() {
+                    f.fallbacks = reading.fallbacks[t]
+                        .zip(before.fallbacks[t])
+                        .map(|(a, b)| a - b);
+                    f.store_commands = reading.store_commands[t]
+                        .zip(before.store_commands[t])
+                        .map(|(a, b)| a.saturating_sub(b));
+                }
+            }
+            if phase.start == at {
+                readings[p] = Some(reading.clone());
+            }
         }
     }
+    flaps.cancel();
+    while flapping.join_next().await.is_some() {}
     facts
 }
 
@@ -422,6 +457,13 @@ async fn watch_children(
                     "redis-server".to_owned(),
                     target.redis.log_path().to_owned(),
                 )));
+            let children = children.chain((t == 0).then(|| {
+                (
+                    world.toxiproxy_server.pid(),
+                    "toxiproxy-server (every target's faults and proxies)".to_owned(),
+                    world.toxiproxy_server.log_path().to_owned(),
+                )
+            }));
             for (pid, what, log) in children {
                 if reported.contains(&pid) || alive(pid) {
                     continue;

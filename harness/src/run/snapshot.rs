@@ -1,10 +1,16 @@
 //! Readings at phase boundaries: each target's own fallback counter (summed over its
-//! instances) and the commands its Redis has executed (`INFO commandstats`).
+//! instances) and the commands its Redis has executed (`INFO commandstats`). Every instance
+//! and every Redis is asked at once, so a reading takes one round trip, not one per child.
 
 use std::time::Duration;
 
-use super::world::World;
+use futures_util::future::join_all;
+
+use super::world::{TargetWorld, World};
 use crate::targets::sum_counter;
+
+/// Longer than a healthy answer by far; short enough not to blur a phase boundary.
+const READ_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// One reading per target; `None` where it could not be taken.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,38 +35,39 @@ pub(super) fn commands_executed(commandstats: &str) -> u64 {
         .sum()
 }
 
+/// The target's fallback counter summed over its instances; `None` if it has none or any
+/// instance did not answer.
+async fn fallbacks(t: &TargetWorld, http: &reqwest::Client) -> Option<f64> {
+    let (Some(path), Some(counter)) = (&t.def.metrics_path, &t.def.fallback_counter) else {
+        return None;
+    };
+    let answers = join_all(t.instances.iter().map(|i| async move {
+        let response = http
+            .get(format!("http://{}{path}", i.addr))
+            .timeout(READ_TIMEOUT)
+            .send()
+            .await
+            .ok()?;
+        response
+            .text()
+            .await
+            .ok()
+            .map(|body| sum_counter(&body, counter))
+    }))
+    .await;
+    answers.into_iter().sum()
+}
+
 pub(super) async fn take(world: &World, http: &reqwest::Client) -> Reading {
-    let mut reading = Reading::default();
-    for t in &world.targets {
-        let fallbacks = match (&t.def.metrics_path, &t.def.fallback_counter) {
-            (Some(path), Some(counter)) => {
-                let mut total = Some(0.0);
-                for i in &t.instances {
-                    let text = http
-                        .get(format!("http://{}{path}", i.addr))
-                        .timeout(Duration::from_millis(500))
-                        .send()
-                        .await;
-                    let value = match text {
-                        Ok(r) => r.text().await.ok().map(|body| sum_counter(&body, counter)),
-                        Err(_) => None,
-                    };
-                    total = total.zip(value).map(|(a, b)| a + b);
-                }
-                total
-            }
-            _ => None,
-        };
-        reading.fallbacks.push(fallbacks);
-        reading.store_commands.push(
-            t.redis
-                .info("commandstats")
-                .await
-                .ok()
-                .map(|s| commands_executed(&s)),
-        );
+    let per_target = join_all(world.targets.iter().map(|t| async move {
+        let (fallbacks, stats) = tokio::join!(fallbacks(t, http), t.redis.info("commandstats"));
+        (fallbacks, stats.ok().map(|s| commands_executed(&s)))
+    }))
+    .await;
+    Reading {
+        fallbacks: per_target.iter().map(|(f, _)| *f).collect(),
+        store_commands: per_target.iter().map(|(_, c)| *c).collect(),
     }
-    reading
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use futures_util::future::join_all;
+
 use crate::faults::toxiproxy::{Toxiproxy, ToxiproxyError};
 use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::scenario::Scenario;
@@ -104,17 +106,17 @@ impl World {
         Ok(world)
     }
 
-    /// Removes every fault, then stops instances, Redis servers and Toxiproxy.
+    /// Removes every fault, then stops every instance and Redis server (all at once, each
+    /// with its grace) and Toxiproxy last.
     pub async fn stop(mut self) {
         if let Err(e) = self.toxiproxy.reset().await {
             tracing::warn!(error = %e, "could not reset Toxiproxy");
         }
-        for t in &mut self.targets {
-            for i in &mut t.instances {
-                let _ = i.process.stop(STOP_GRACE).await;
-            }
+        join_all(self.targets.iter_mut().map(|t| async move {
+            join_all(t.instances.iter_mut().map(|i| i.process.stop(STOP_GRACE))).await;
             let _ = t.redis.stop().await;
-        }
+        }))
+        .await;
         let _ = self.toxiproxy_server.stop().await;
     }
 }

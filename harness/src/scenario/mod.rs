@@ -32,15 +32,8 @@ pub enum ScenarioError {
     Unknown { name: String, available: String },
 }
 
-/// One tenant: a caller with a fixed arrival rate.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Tenant {
-    pub name: String,
-    pub caller: String,
-    pub rate_per_s: f64,
-    pub arrival: Arrival,
-    pub spread: Spread,
-}
+/// One tenant: a caller with a fixed arrival rate, exactly as the load engine takes it.
+pub use crate::load::TenantPlan as Tenant;
 
 /// A target the scenario runs, by manifest name.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,6 +105,13 @@ impl Scenario {
         let whole = 0..0;
 
         let window = raw.policy.window.0;
+        if raw.policy.limit.0.fract() != 0.0 {
+            return Err(invalid(
+                "policy.limit",
+                whole.clone(),
+                format!("{} must be a whole number of requests", raw.policy.limit.0),
+            ));
+        }
         if window.is_zero() {
             return Err(invalid(
                 "policy.window",
@@ -137,8 +137,19 @@ impl Scenario {
                     format!("{:?} must be non-empty and unique", t.name),
                 ));
             }
+            let caller = t.caller.clone().unwrap_or_else(|| t.name.clone());
+            if let Some(other) = tenants.iter().find(|o| o.caller == caller) {
+                return Err(invalid(
+                    "tenants.caller",
+                    whole.clone(),
+                    format!(
+                        "{caller:?} is also {:?}'s caller key: two tenants sharing a key share one quota",
+                        other.name
+                    ),
+                ));
+            }
             tenants.push(Tenant {
-                caller: t.caller.unwrap_or_else(|| t.name.clone()),
+                caller,
                 name: t.name,
                 rate_per_s: t.rate.0,
                 arrival: t.arrival.unwrap_or(default_arrival),
@@ -193,6 +204,32 @@ impl Scenario {
                     "phases.end",
                     span,
                     format!("of phase {:?} must be after its start", p.name),
+                ));
+            }
+            let flaps: Vec<(Duration, Duration)> = p
+                .faults
+                .iter()
+                .filter_map(|f| match f {
+                    Fault::Flap { period, down } => Some((*period, *down)),
+                    _ => None,
+                })
+                .collect();
+            if flaps.len() > 1 {
+                return Err(invalid(
+                    "phases.faults",
+                    span,
+                    "at most one flap per phase".into(),
+                ));
+            }
+            if let Some(&(period, down)) = flaps.first()
+                && (down.is_zero() || down >= period)
+            {
+                return Err(invalid(
+                    "phases.faults",
+                    span,
+                    format!(
+                        "a flap's down ({down:?}) must be more than zero and less than its period ({period:?})"
+                    ),
                 ));
             }
             if phases.iter().any(|(_, o)| o.name == p.name) {

@@ -137,3 +137,30 @@ fn an_unknown_scenario_lists_the_known_ones() {
     let e = Scenario::find("nope", &dir).unwrap_err().to_string();
     assert!(e.contains("slow-redis"), "{e}");
 }
+
+#[test]
+fn a_fractional_limit_two_tenants_with_one_caller_key_and_bad_flaps_are_refused() {
+    let e = err(&MINIMAL.replace("limit = 50", "limit = 12.5"));
+    assert!(
+        e.contains("policy.limit") && e.contains("whole number"),
+        "{e}"
+    );
+    let e = err(&MINIMAL.replace(
+        "rate = 120\n",
+        "rate = 120\n[[tenants]]\nname = \"acme-2\"\nrate = 1\ncaller = \"acme\"\n",
+    ));
+    assert!(
+        e.contains("tenants.caller") && e.contains("one quota"),
+        "{e}"
+    );
+    for flap in [
+        r#"{ type = "flap", period = "1s", down = "1s" }"#,
+        r#"{ type = "flap", period = "1s", down = "0s" }"#,
+    ] {
+        let e = err(&MINIMAL.replace(
+            r#"{ type = "latency", latency_ms = 40, jitter_ms = 10 }"#,
+            flap,
+        ));
+        assert!(e.contains("less than its period"), "{e}");
+    }
+}
