@@ -261,16 +261,34 @@ impl TryFrom<Args> for Config {
         };
 
         let main = main_route(&a)?;
+        // An instance without a store (local-only) gets no default route that needs one.
+        let defaults: &[&str] = if main.policy.uses_store() {
+            &[
+                "/login=fail-closed,limit=5,window=60s,status=503",
+                "/unlimited=none",
+            ]
+        } else {
+            &["/unlimited=none"]
+        };
         let mut routes = vec![main];
-        for (text, default) in [
-            ("/login=fail-closed,limit=5,window=60s,status=503", true),
-            ("/unlimited=none", true),
-        ]
-        .into_iter()
-        .map(|(t, d)| (t.to_owned(), d))
-        .chain(a.routes.iter().map(|r| (r.clone(), false)))
+        for (text, default) in defaults
+            .iter()
+            .map(|t| ((*t).to_owned(), true))
+            .chain(a.routes.iter().map(|r| (r.clone(), false)))
         {
             let route = parse_route(&text)?;
+            if let Some(other) = routes
+                .iter()
+                .find(|r| r.name == route.name && r.path != route.path && !default)
+            {
+                return Err(invalid(
+                    "--route / FAILMODE_ROUTES",
+                    format!(
+                        "name {:?} is also {}'s: two routes would share one counter",
+                        route.name, other.path
+                    ),
+                ));
+            }
             match routes.iter().position(|r| r.path == route.path) {
                 // A default never displaces a configured route; a configured one replaces a default.
                 Some(_) if default => {}
@@ -455,6 +473,16 @@ mod tests {
     }
 
     #[test]
+    fn a_local_only_instance_has_no_route_that_needs_the_store() {
+        let c = parse(&["--policy", "local-only"]).expect("parse");
+        assert!(
+            c.routes.iter().all(|r| !r.policy.uses_store()),
+            "{:?}",
+            c.routes
+        );
+    }
+
+    #[test]
     fn a_configured_route_replaces_a_default_one() {
         let c = parse(&["--route", "/login=fail-closed,status=500"]).expect("parse");
         let logins: Vec<_> = c.routes.iter().filter(|r| r.path == "/login").collect();
@@ -479,6 +507,10 @@ mod tests {
             (vec!["--route", "/x=fail-open,colour=red"], "colour"),
             (vec!["--route", "/x=sometimes"], "policy"),
             (vec!["--route", "/api=fail-open"], "main route"),
+            (
+                vec!["--route", "/other=fail-open,name=api"],
+                "share one counter",
+            ),
         ] {
             let err = parse(&args).expect_err(&format!("{args:?} must be refused"));
             assert!(err.contains(names), "{args:?}: {err}");

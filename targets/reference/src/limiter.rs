@@ -266,6 +266,11 @@ impl Limiter {
             }
             // A probe is one call; a retry after it would be a second, unpermitted one.
             if permit == Permit::Probe {
+                // A connection that timed out a whole cool-down later may be black-holed and
+                // never error on its own: start afresh.
+                if last == FallbackReason::Timeout {
+                    store.replace_connection();
+                }
                 break;
             }
         }

@@ -14,7 +14,9 @@ use tokio::sync::mpsc;
 use super::scripts::Scripts;
 
 const BACKOFF_START: Duration = Duration::from_millis(25);
-const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Short: refused connects cost nothing, and every backoff step is time the store is back but
+/// unused.
+const BACKOFF_MAX: Duration = Duration::from_millis(250);
 
 /// The current connection, if any, and a generation number so that an error seen on an old
 /// connection cannot tear down its replacement.
@@ -73,6 +75,17 @@ impl Connection {
             slot.conn = None;
             drop(slot);
             tracing::warn!("store connection lost; reconnecting in the background");
+            let _ = self.wake.try_send(());
+        }
+    }
+
+    /// Drops the current connection whatever its state (one that only times out may be
+    /// black-holed: a peer that vanished without a reset), and reconnects in the background.
+    pub(crate) fn replace(&self) {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.conn.take().is_some() {
+            drop(slot);
+            tracing::warn!("store connection only times out; replacing it");
             let _ = self.wake.try_send(());
         }
     }
