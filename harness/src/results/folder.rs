@@ -81,15 +81,7 @@ impl RunFolder {
                     let phase = scenario
                         .phase_at(std::time::Duration::from_secs(second as u64))
                         .map_or("", |p| scenario.phases[p].name.as_str());
-                    let (p50, p99, max) = if cell.latency.is_empty() {
-                        (0, 0, 0)
-                    } else {
-                        (
-                            cell.latency.value_at_quantile(0.5),
-                            cell.latency.value_at_quantile(0.99),
-                            cell.latency.max(),
-                        )
-                    };
+                    let (p50, p99, max) = (cell.p50_us, cell.p99_us, cell.max_us);
                     writeln!(
                         out,
                         "{},{},{second},{phase},{},{},{},{},{},{},{},{},{p50},{p99},{max}",

@@ -170,6 +170,7 @@ pub async fn run(
         tenants: plan.tenants.len(),
         phases: scenario.phases.iter().map(|p| (p.start, p.end)).collect(),
         duration: scenario.duration,
+        request_timeout: scenario.request_timeout,
     }));
     let names: Vec<String> = plan.targets.iter().map(|t| t.name.clone()).collect();
     let events: Mutex<Vec<Vec<Event>>> = Mutex::new(vec![Vec::new(); names.len()]);
