@@ -136,8 +136,8 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
             t.wrongful_denial > 0.95,
             "fail-closed refuses {quiet}: {t:?}"
         );
-        assert_eq!(t.admitted, 0, "{quiet}");
-        assert!(t.server_error > 0, "fail-closed answers 500");
+        assert_eq!(t.counts.admitted, 0, "{quiet}");
+        assert!(t.counts.server_error > 0, "fail-closed answers 500");
     }
     let acme = tenant(r, "reference", "fault", "acme");
     assert!(
@@ -154,7 +154,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
             t.wrongful_denial < 0.05,
             "the reference keeps serving {quiet}: {t:?}"
         );
-        assert_eq!(t.server_error + t.unavailable, 0);
+        assert_eq!(t.counts.server_error + t.counts.unavailable, 0);
     }
     let reference = r.targets.iter().find(|t| t.name == "reference").unwrap();
     let fault = reference.phases.iter().find(|p| p.name == "fault").unwrap();
@@ -386,7 +386,10 @@ async fn an_instance_that_dies_mid_run_is_recorded_and_the_run_goes_on() {
     );
     // Half the round-robin traffic now hits a dead instance: refused connections are counted.
     let fault = &r.targets[0].phases[1].all;
-    assert!(fault.transport_error > 0 && fault.admitted > 0, "{fault:?}");
+    assert!(
+        fault.counts.transport_error > 0 && fault.counts.admitted > 0,
+        "{fault:?}"
+    );
     assert!(ws.path().join("results/latest/run.json").is_file());
 }
 
@@ -437,7 +440,7 @@ fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
         serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
     assert!(written.partial);
     assert!(written.duration_s < 10.0, "{}", written.duration_s);
-    assert!(written.targets[0].phases[0].all.admitted > 0);
+    assert!(written.targets[0].phases[0].all.counts.admitted > 0);
     assert!(
         children_logging_under(&ws.path().to_string_lossy()).is_empty(),
         "children left running"

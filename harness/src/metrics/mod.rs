@@ -25,7 +25,7 @@ fn micros(d: Duration) -> u64 {
 }
 
 /// Requests by fate.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
     /// Every scheduled request, whatever became of it.
     pub offered: u64,

@@ -65,9 +65,9 @@ pub fn summary_table(run: &RunResult) -> String {
                 p99: ms(a.latency_us.p99),
                 p999: ms(a.latency_us.p999),
                 admitted: format!("{:.1}", a.admitted_per_s),
-                limited: rate(a.limited, a.offered),
-                errors: rate(a.unavailable + a.server_error, a.offered),
-                transport: a.transport_error,
+                limited: rate(a.counts.limited, a.counts.offered),
+                errors: rate(a.counts.errors_5xx(), a.counts.offered),
+                transport: a.counts.transport_error,
                 over: worst(&p.tenants, |t| t.over_admission),
                 denied: worst(&p.tenants, |t| t.wrongful_denial),
             }

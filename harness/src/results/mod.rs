@@ -7,7 +7,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::derived;
-use crate::metrics::{Cell, Measured};
+use crate::metrics::{Cell, Counts, Measured};
 use crate::scenario::Scenario;
 
 /// Bumped on any change a reader of `run.json` would notice.
@@ -42,14 +42,8 @@ impl Percentiles {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TenantResult {
     pub name: String,
-    pub offered: u64,
-    pub admitted: u64,
-    pub limited: u64,
-    pub unavailable: u64,
-    pub server_error: u64,
-    pub transport_error: u64,
-    pub other_status: u64,
-    pub dropped: u64,
+    #[serde(flatten)]
+    pub counts: Counts,
     /// limit ÷ window × phase length (summed over tenants for `"all"`).
     pub allowance: f64,
     /// min(offered, allowance) (summed over tenants for `"all"`).
@@ -156,14 +150,7 @@ fn tenant_result(name: &str, cell: &Cell, allowance: f64, length_s: f64) -> Tena
     let entitled = derived::entitled(c.offered, allowance);
     TenantResult {
         name: name.to_owned(),
-        offered: c.offered,
-        admitted: c.admitted,
-        limited: c.limited,
-        unavailable: c.unavailable,
-        server_error: c.server_error,
-        transport_error: c.transport_error,
-        other_status: c.other_status,
-        dropped: c.dropped,
+        counts: *c,
         allowance,
         entitled,
         over_admission: derived::over_admission(c.admitted, allowance),
@@ -191,11 +178,11 @@ fn all_tenants(cells: &[Cell], tenants: &[TenantResult], length_s: f64) -> Tenan
     let entitled: f64 = tenants.iter().map(|t| t.entitled).sum();
     let excess: f64 = tenants
         .iter()
-        .map(|t| (t.admitted as f64 - t.allowance).max(0.0))
+        .map(|t| (t.counts.admitted as f64 - t.allowance).max(0.0))
         .sum();
     let shortfall: f64 = tenants
         .iter()
-        .map(|t| (t.entitled - t.admitted as f64).max(0.0))
+        .map(|t| (t.entitled - t.counts.admitted as f64).max(0.0))
         .sum();
     let mut all = tenant_result("all", &merged, allowance, length_s);
     all.entitled = entitled;

@@ -481,3 +481,25 @@ async fn watch_children(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_program_is_named_with_how_to_get_it() {
+        let e = required("failmode-no-such-program", "run `just setup`").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("failmode-no-such-program") && text.contains("just setup"),
+            "{text}"
+        );
+        assert!(required("sh", "").is_ok());
+    }
+
+    #[test]
+    fn a_dead_or_zombie_pid_is_not_alive() {
+        assert!(alive(std::process::id()));
+        assert!(!alive(u32::MAX));
+    }
+}
