@@ -177,7 +177,8 @@ impl Shape {
 pub struct Measured {
     /// `[target][tenant][phase]`
     pub cells: Vec<Vec<Vec<Cell>>>,
-    /// `[target][tenant][second]`
+    /// `[target][tenant][second]`, with one more tenant slot at the end for all tenants
+    /// together (exact percentiles, not merged ones).
     pub seconds: Vec<Vec<Vec<Second>>>,
     /// Per target: actual send − scheduled send, µs.
     pub send_lag: Vec<Histogram<u64>>,
@@ -197,11 +198,15 @@ impl Collector {
         };
         let measured = Measured {
             cells: grid(3, shape.phases.len()),
-            seconds: vec![vec![vec![Second::default(); seconds]; shape.tenants]; shape.targets],
+            seconds: vec![vec![vec![Second::default(); seconds]; shape.tenants + 1]; shape.targets],
             send_lag: (0..shape.targets).map(|_| histogram(3)).collect(),
         };
         let open = (0..shape.targets)
-            .map(|_| (0..shape.tenants).map(|_| OpenSeconds::default()).collect())
+            .map(|_| {
+                (0..=shape.tenants)
+                    .map(|_| OpenSeconds::default())
+                    .collect()
+            })
             .collect();
         Self {
             live: (0..shape.targets).map(|_| LiveCounts::default()).collect(),
@@ -252,34 +257,51 @@ impl Recorder for Collector {
         if let Some(p) = phase {
             m.cells[s.target][s.tenant][p].add(s);
         }
-        let seconds = &mut m.seconds[s.target][s.tenant];
-        let open = &mut open[s.target][s.tenant];
-        if let Some(cell) = seconds.get_mut(second) {
-            cell.counts.add(s.outcome);
-            if s.outcome != Outcome::Dropped && second >= open.closed_below {
-                open.by_second
-                    .entry(second)
-                    // Two significant figures are plenty for a per-second p99.
-                    .or_insert_with(|| histogram(2))
-                    .saturating_record(micros(s.latency));
-            }
+        for slot in [s.tenant, self.shape.tenants] {
+            record_second(
+                &mut m.seconds[s.target][slot],
+                &mut open[s.target][slot],
+                second,
+                s,
+                self.hold_s,
+            );
         }
-        // Close the seconds no request can still be answered in.
-        let close_below = second.saturating_sub(self.hold_s);
-        while let Some(entry) = open.by_second.first_entry() {
-            if *entry.key() >= close_below {
-                break;
-            }
-            let (closed, latency) = entry.remove_entry();
-            if let Some(cell) = seconds.get_mut(closed) {
-                cell.summarise(&latency);
-            }
-        }
-        open.closed_below = open.closed_below.max(close_below);
         if s.outcome != Outcome::Dropped {
             m.send_lag[s.target].saturating_record(micros(s.send_lag));
         }
     }
+}
+
+/// Counts a sample in its second, records its latency while the second is open, and closes
+/// the seconds no request can still be answered in.
+fn record_second(
+    seconds: &mut [Second],
+    open: &mut OpenSeconds,
+    second: usize,
+    s: &Sample,
+    hold_s: usize,
+) {
+    if let Some(cell) = seconds.get_mut(second) {
+        cell.counts.add(s.outcome);
+        if s.outcome != Outcome::Dropped && second >= open.closed_below {
+            open.by_second
+                .entry(second)
+                // Two significant figures are plenty for a per-second p99.
+                .or_insert_with(|| histogram(2))
+                .saturating_record(micros(s.latency));
+        }
+    }
+    let close_below = second.saturating_sub(hold_s);
+    while let Some(entry) = open.by_second.first_entry() {
+        if *entry.key() >= close_below {
+            break;
+        }
+        let (closed, latency) = entry.remove_entry();
+        if let Some(cell) = seconds.get_mut(closed) {
+            cell.summarise(&latency);
+        }
+    }
+    open.closed_below = open.closed_below.max(close_below);
 }
 
 #[cfg(test)]

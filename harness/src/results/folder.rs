@@ -70,12 +70,14 @@ impl RunFolder {
         measured: &Measured,
     ) -> std::io::Result<()> {
         let mut out = std::io::BufWriter::new(std::fs::File::create(self.path.join("series.csv"))?);
-        writeln!(
-            out,
-            "target,tenant,second,phase,offered,admitted,limited,unavailable,server_error,transport_error,other_status,dropped,p50_us,p99_us,max_us"
-        )?;
+        writeln!(out, "{}", super::read::SERIES_HEADER)?;
         for (t, target) in run.targets.iter().enumerate() {
-            for (n, tenant) in scenario.tenants.iter().enumerate() {
+            let tenants = scenario
+                .tenants
+                .iter()
+                .map(|t| t.name.as_str())
+                .chain(["all"]);
+            for (n, tenant) in tenants.enumerate() {
                 for (second, cell) in measured.seconds[t][n].iter().enumerate() {
                     let c = &cell.counts;
                     let phase = scenario
@@ -86,7 +88,7 @@ impl RunFolder {
                         out,
                         "{},{},{second},{phase},{},{},{},{},{},{},{},{},{p50},{p99},{max}",
                         target.name,
-                        tenant.name,
+                        tenant,
                         c.offered,
                         c.admitted,
                         c.limited,

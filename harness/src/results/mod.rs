@@ -2,6 +2,7 @@
 //! and the results folder around it.
 
 pub mod folder;
+pub mod read;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -74,6 +75,8 @@ pub struct PhaseResult {
     pub fallbacks: Option<f64>,
     /// Commands the target's Redis executed during the phase (INFO commandstats).
     pub store_commands: Option<u64>,
+    /// Redis commands per client request sent during the phase: retry storms show here.
+    pub store_amplification: Option<f64>,
     pub tenants: Vec<TenantResult>,
     pub all: TenantResult,
 }
@@ -250,6 +253,10 @@ pub fn build_targets(
                         faults_removed_at_s: pf.faults_removed_at_s,
                         fallbacks: pf.fallbacks,
                         store_commands: pf.store_commands,
+                        store_amplification: pf.store_commands.and_then(|commands| {
+                            let sent = all.counts.offered - all.counts.dropped;
+                            (sent > 0).then(|| commands as f64 / sent as f64)
+                        }),
                         tenants,
                         all,
                     }

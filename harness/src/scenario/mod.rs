@@ -84,6 +84,14 @@ pub struct Scenario {
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 const DEFAULT_MAX_IN_FLIGHT: usize = 10_000;
 
+/// Names end up in paths, CSV columns, toxic names and histogram tags.
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
@@ -130,11 +138,14 @@ impl Scenario {
         }
         let mut tenants: Vec<Tenant> = Vec::new();
         for t in raw.tenants {
-            if t.name.is_empty() || tenants.iter().any(|o| o.name == t.name) {
+            if !is_plain_name(&t.name) || tenants.iter().any(|o| o.name == t.name) {
                 return Err(invalid(
                     "tenants.name",
                     whole.clone(),
-                    format!("{:?} must be non-empty and unique", t.name),
+                    format!(
+                        "{:?} must be unique and made of letters, digits, '-', '_' or '.'",
+                        t.name
+                    ),
                 ));
             }
             let caller = t.caller.clone().unwrap_or_else(|| t.name.clone());
@@ -229,6 +240,16 @@ impl Scenario {
                     span,
                     format!(
                         "a flap's down ({down:?}) must be more than zero and less than its period ({period:?})"
+                    ),
+                ));
+            }
+            if !is_plain_name(&p.name) {
+                return Err(invalid(
+                    "phases.name",
+                    span,
+                    format!(
+                        "{:?} must be made of letters, digits, '-', '_' or '.'",
+                        p.name
                     ),
                 ));
             }

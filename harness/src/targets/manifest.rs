@@ -150,6 +150,12 @@ pub fn read(path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
     }
     let mut defs = Vec::new();
     for v in raw.variants {
+        if !crate::scenario::is_plain_name(&v.name) {
+            return Err(invalid(format!(
+                "variant name {:?} must be made of letters, digits, '-', '_' or '.'",
+                v.name
+            )));
+        }
         for s in v.env.values() {
             check_placeholders(path, s)?;
         }

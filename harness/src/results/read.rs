@@ -1,0 +1,128 @@
+//! Reading a results folder back: `run.json` and `series.csv`, for `gate`, `compare` and
+//! `report`, which work from the files alone.
+
+use std::path::{Path, PathBuf};
+
+use super::{RunResult, SCHEMA_VERSION};
+use crate::metrics::Counts;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a failmode run.json: {message}")]
+    Json { path: PathBuf, message: String },
+    #[error("{path} has schema version {found}; this failmode reads version {SCHEMA_VERSION}")]
+    Version { path: PathBuf, found: u64 },
+    #[error("{path}, line {line}: {message}")]
+    Csv {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+/// `run.json` inside `folder` (or `folder` itself if it is the file).
+pub fn run_json_path(folder: &Path) -> PathBuf {
+    if folder.is_dir() {
+        folder.join("run.json")
+    } else {
+        folder.to_owned()
+    }
+}
+
+impl RunResult {
+    /// Reads a results folder's `run.json`, refusing another schema version.
+    pub fn read(folder: &Path) -> Result<Self, ReadError> {
+        let path = run_json_path(folder);
+        let text = std::fs::read_to_string(&path).map_err(|source| ReadError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| ReadError::Json {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        let found = value["schema_version"].as_u64().unwrap_or(0);
+        if found != u64::from(SCHEMA_VERSION) {
+            return Err(ReadError::Version { path, found });
+        }
+        serde_json::from_value(value).map_err(|e| ReadError::Json {
+            path,
+            message: e.to_string(),
+        })
+    }
+}
+
+/// One line of `series.csv`: one second of one target × tenant (`"all"`: every tenant).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesRow {
+    pub target: String,
+    pub tenant: String,
+    pub second: u64,
+    /// Empty outside every phase.
+    pub phase: String,
+    pub counts: Counts,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+/// The header `series.csv` is written with.
+pub const SERIES_HEADER: &str = "target,tenant,second,phase,offered,admitted,limited,unavailable,server_error,transport_error,other_status,dropped,p50_us,p99_us,max_us";
+
+/// Reads `series.csv` from a results folder. Names never contain commas (scenario and
+/// manifest names are checked), so a plain split is exact.
+pub fn read_series(folder: &Path) -> Result<Vec<SeriesRow>, ReadError> {
+    let path = folder.join("series.csv");
+    let text = std::fs::read_to_string(&path).map_err(|source| ReadError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let mut lines = text.lines().enumerate();
+    let bad = |line: usize, message: String| ReadError::Csv {
+        path: path.clone(),
+        line: line + 1,
+        message,
+    };
+    match lines.next() {
+        Some((_, SERIES_HEADER)) => {}
+        _ => return Err(bad(0, format!("expected the header {SERIES_HEADER}"))),
+    }
+    lines
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(i, line)| {
+            let f: Vec<&str> = line.split(',').collect();
+            if f.len() != 15 {
+                return Err(bad(i, format!("{} fields, expected 15", f.len())));
+            }
+            let n = |k: usize| {
+                f[k].parse::<u64>()
+                    .map_err(|e| bad(i, format!("field {}: {e}", k + 1)))
+            };
+            Ok(SeriesRow {
+                target: f[0].to_owned(),
+                tenant: f[1].to_owned(),
+                second: n(2)?,
+                phase: f[3].to_owned(),
+                counts: Counts {
+                    offered: n(4)?,
+                    admitted: n(5)?,
+                    limited: n(6)?,
+                    unavailable: n(7)?,
+                    server_error: n(8)?,
+                    transport_error: n(9)?,
+                    other_status: n(10)?,
+                    dropped: n(11)?,
+                },
+                p50_us: n(12)?,
+                p99_us: n(13)?,
+                max_us: n(14)?,
+            })
+        })
+        .collect()
+}
