@@ -6,6 +6,7 @@
 
 mod duration;
 pub mod faults;
+pub mod gate;
 pub mod infra;
 pub mod load;
 pub mod metrics;

@@ -9,7 +9,7 @@ use failmode::infra::workspace_root;
 use failmode::run::progress::Say;
 use failmode::run::{RunError, RunOptions, run};
 use failmode::scenario::{self, Scenario};
-use failmode::{report, targets};
+use failmode::{gate, report, targets};
 use tokio_util::sync::CancellationToken;
 
 /// Chaos and load-test harness for rate limiters: what does your limiter do when Redis is slow
@@ -27,6 +27,18 @@ enum Command {
     List,
     /// Run a scenario: every target side by side, the fault timeline applied to all at once.
     Run(RunArgs),
+    /// Check a results folder against the gates of its scenario (or --gates FILE):
+    /// exit 0 all pass, 1 any fails, 2 unusable input.
+    Gate(GateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct GateArgs {
+    /// A results folder (results/latest, results/slow-redis/<timestamp>, …).
+    results: PathBuf,
+    /// A TOML file of [[gates]] to use instead of the scenario's.
+    #[arg(long)]
+    gates: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -48,6 +60,9 @@ struct RunArgs {
     /// Skip the targets' build commands (they must already be built).
     #[arg(long)]
     no_build: bool,
+    /// Then check the scenario's gates (exit 1 if any fails).
+    #[arg(long)]
+    gate: bool,
 }
 
 fn exit_code(code: u8) -> ExitCode {
@@ -97,6 +112,13 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(exit_code(0))
         }
+        Command::Gate(args) => {
+            let gates = match &args.gates {
+                Some(path) => Some(gate::gates_from_file(path)?),
+                None => None,
+            };
+            gate(&args.results, gates)
+        }
         Command::Run(args) => {
             if !(args.duration_scale.is_finite() && args.duration_scale > 0.0) {
                 anyhow::bail!("--duration-scale must be a number greater than zero");
@@ -139,7 +161,13 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 println!("note: {note}");
             }
             println!("\nresults: {}", outcome.folder.path.display());
-            Ok(exit_code(if r.partial { 130 } else { 0 }))
+            if r.partial {
+                return Ok(exit_code(130));
+            }
+            if args.gate {
+                return gate(&outcome.folder.path, None);
+            }
+            Ok(exit_code(0))
         }
     }
 }
@@ -176,5 +204,38 @@ async fn watch_signals(interrupt: CancellationToken) {
             );
             std::process::exit(130);
         }
+    }
+}
+
+/// Checks a results folder, prints the table, writes JUnit XML and a Markdown summary beside
+/// the results (and appends the summary to `$GITHUB_STEP_SUMMARY` when CI sets it).
+fn gate(folder: &std::path::Path, gates: Option<Vec<gate::Gate>>) -> anyhow::Result<ExitCode> {
+    let (run, checks) = gate::gate_folder(folder, gates)?;
+    println!("\ngates of {}:", run.scenario);
+    println!("{}", gate::table(&checks));
+    let markdown = gate::markdown(&run.scenario, &checks);
+    let write = |name: &str, text: &str| -> anyhow::Result<()> {
+        let path = folder.join(name);
+        std::fs::write(&path, text)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    };
+    write("gate-junit.xml", &gate::junit_xml(&run.scenario, &checks))?;
+    write("gate-summary.md", &markdown)?;
+    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&summary)
+            .map_err(|e| anyhow::anyhow!("cannot append to $GITHUB_STEP_SUMMARY: {e}"))?;
+        writeln!(file, "{markdown}")?;
+    }
+    let failed = checks.iter().filter(|c| !c.passed).count();
+    if failed == 0 {
+        println!("all {} checks pass", checks.len());
+        Ok(exit_code(0))
+    } else {
+        println!("{failed} of {} checks fail", checks.len());
+        Ok(exit_code(1))
     }
 }

@@ -56,6 +56,24 @@ faults = [{ type = "down" }]
 name = "recovery"
 start = "10s"
 end = "12s"
+[[gates]]
+phase = "fault"
+metric = "rate_5xx"
+max = 0.0
+[[gates]]
+phase = "fault"
+metric = "wrongful_denial"
+tenant = "globex"
+max = 0.01
+[[gates]]
+phase = "fault"
+metric = "over_admission"
+tenant = "acme"
+max = 0.10
+[[gates]]
+phase = "fault"
+metric = "p99_ms"
+max = 30
 "#;
 
 fn tenant<'a>(run: &'a RunResult, target: &str, phase: &str, tenant: &str) -> &'a TenantResult {
@@ -190,6 +208,62 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
         .collect();
     assert!(errors.is_empty(), "{errors:#?}");
     assert_eq!(written["targets"][0]["phases"][1]["name"], "fault");
+
+    // The gates: the reference keeps its promises, fail-open and fail-closed break them.
+    let (_, checks) = failmode::gate::gate_folder(&folder, None).unwrap();
+    let failed = |target: &str| -> Vec<String> {
+        checks
+            .iter()
+            .filter(|c| c.target == target && !c.passed)
+            .map(|c| c.subject())
+            .collect()
+    };
+    assert!(failed("reference").is_empty(), "{:?}", failed("reference"));
+    assert_eq!(failed("fail-open"), ["over_admission acme"]);
+    assert_eq!(
+        failed("fail-closed"),
+        ["rate_5xx", "wrongful_denial globex"]
+    );
+    let gate = failmode(&["gate", &folder.to_string_lossy()]);
+    assert_eq!(gate.status.code(), Some(1), "a failed gate is exit 1");
+    let junit = std::fs::read_to_string(folder.join("gate-junit.xml")).unwrap();
+    assert_eq!(junit.matches("<testcase ").count(), 12);
+    assert_eq!(junit.matches("<failure ").count(), 3);
+    let only_reference = folder.join("reference-gates.toml");
+    std::fs::write(
+        &only_reference,
+        "[[gates]]\ntarget = \"reference\"\nphase = \"fault\"\nmetric = \"rate_5xx\"\nmax = 0.0\n",
+    )
+    .unwrap();
+    let gate = failmode(&[
+        "gate",
+        &folder.to_string_lossy(),
+        "--gates",
+        &only_reference.to_string_lossy(),
+    ]);
+    assert_eq!(
+        gate.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&gate.stdout)
+    );
+    let typo = folder.join("typo-gates.toml");
+    std::fs::write(
+        &typo,
+        "[[gates]]\ntarget = \"refrence\"\nphase = \"fault\"\nmetric = \"rate_5xx\"\nmax = 0.0\n",
+    )
+    .unwrap();
+    let gate = failmode(&[
+        "gate",
+        &folder.to_string_lossy(),
+        "--gates",
+        &typo.to_string_lossy(),
+    ]);
+    assert_eq!(
+        gate.status.code(),
+        Some(2),
+        "a gate naming no target is unusable input, not a pass"
+    );
 
     assert!(
         children_logging_under(&out.path().to_string_lossy()).is_empty(),

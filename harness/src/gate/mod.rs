@@ -1,0 +1,460 @@
+//! Release gates: thresholds on outage behaviour, written in the scenario (`[[gates]]`) or a
+//! gates file, checked against a results folder. A threshold naming a metric, target, phase or
+//! tenant that the run does not have is an error, never a silent pass.
+
+mod output;
+pub mod recovery;
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+
+pub use output::{junit_xml, markdown, table};
+use recovery::{Band, SecondSample, second_sample};
+
+use crate::results::read::{ReadError, SeriesRow, read_series};
+use crate::results::{PhaseResult, RunResult, TargetResult, TenantResult};
+use crate::scenario::Scenario;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("gate {index}: {message}")]
+    Invalid { index: usize, message: String },
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("cannot read gates from {path}: {message}")]
+    File { path: String, message: String },
+}
+
+/// What a gate measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    P50Ms,
+    P99Ms,
+    P999Ms,
+    /// 429s ÷ offered (0.05 = 5 %).
+    Rate429,
+    /// 5xx ÷ offered.
+    Rate5xx,
+    /// A count of refused, reset and timed-out requests.
+    TransportErrors,
+    OverAdmission,
+    WrongfulDenial,
+    /// Seconds from the end of the gate's phase (the fault) until back in the steady band.
+    RecoveryS,
+    /// Redis commands per client request.
+    StoreAmplification,
+}
+
+const METRICS: [(&str, Metric); 10] = [
+    ("p50_ms", Metric::P50Ms),
+    ("p99_ms", Metric::P99Ms),
+    ("p999_ms", Metric::P999Ms),
+    ("rate_429", Metric::Rate429),
+    ("rate_5xx", Metric::Rate5xx),
+    ("transport_errors", Metric::TransportErrors),
+    ("over_admission", Metric::OverAdmission),
+    ("wrongful_denial", Metric::WrongfulDenial),
+    ("recovery_s", Metric::RecoveryS),
+    ("store_amplification", Metric::StoreAmplification),
+];
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        METRICS
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("?", |(n, _)| n)
+    }
+
+    fn per_tenant(self) -> bool {
+        !matches!(self, Self::RecoveryS | Self::StoreAmplification)
+    }
+
+    /// How a value of this metric reads: shares as %, times with their unit.
+    pub fn format(self, v: f64) -> String {
+        match self {
+            Self::P50Ms | Self::P99Ms | Self::P999Ms => format!("{v:.1} ms"),
+            Self::Rate429 | Self::Rate5xx | Self::OverAdmission | Self::WrongfulDenial => {
+                format!("{:.1} %", v * 100.0)
+            }
+            Self::TransportErrors => format!("{v:.0}"),
+            Self::RecoveryS => format!("{v:.1} s"),
+            Self::StoreAmplification => format!("{v:.2}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    Max(f64),
+    Min(f64),
+}
+
+impl Bound {
+    fn admits(self, v: f64) -> bool {
+        match self {
+            Self::Max(max) => v <= max,
+            Self::Min(min) => v >= min,
+        }
+    }
+}
+
+/// One threshold as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gate {
+    /// A target name or a glob (`*`, `?`).
+    pub target: String,
+    pub phase: String,
+    pub metric: Metric,
+    /// `None`: all tenants together.
+    pub tenant: Option<String>,
+    pub bound: Bound,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGate {
+    #[serde(default = "every_target")]
+    target: String,
+    phase: String,
+    metric: String,
+    tenant: Option<String>,
+    max: Option<f64>,
+    min: Option<f64>,
+}
+
+fn every_target() -> String {
+    "*".to_owned()
+}
+
+/// Validates gates as written (`[[gates]]` tables).
+pub fn parse_gates(tables: &[toml::Table]) -> Result<Vec<Gate>, GateError> {
+    tables
+        .iter()
+        .enumerate()
+        .map(|(i, table)| {
+            let index = i + 1;
+            let invalid = |message: String| GateError::Invalid { index, message };
+            let raw: RawGate = table
+                .clone()
+                .try_into()
+                .map_err(|e: toml::de::Error| invalid(e.message().to_owned()))?;
+            let metric = METRICS
+                .iter()
+                .find(|(n, _)| *n == raw.metric)
+                .map(|(_, m)| *m)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "unknown metric {:?}; known: {}",
+                        raw.metric,
+                        METRICS.map(|(n, _)| n).join(", ")
+                    ))
+                })?;
+            let bound = match (raw.max, raw.min) {
+                (Some(max), None) => Bound::Max(max),
+                (None, Some(min)) => Bound::Min(min),
+                _ => return Err(invalid("needs exactly one of max or min".into())),
+            };
+            if raw.tenant.is_some() && !metric.per_tenant() {
+                return Err(invalid(format!(
+                    "{} is per target, not per tenant",
+                    metric.name()
+                )));
+            }
+            Ok(Gate {
+                target: raw.target,
+                phase: raw.phase,
+                metric,
+                tenant: raw.tenant,
+                bound,
+            })
+        })
+        .collect()
+}
+
+/// Gates from a file of `[[gates]]` tables.
+pub fn gates_from_file(path: &Path) -> Result<Vec<Gate>, GateError> {
+    let file_error = |message: String| GateError::File {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        gates: Vec<toml::Table>,
+    }
+    let file: File = toml::from_str(&text).map_err(|e| file_error(e.to_string()))?;
+    parse_gates(&file.gates)
+}
+
+/// The gates of the scenario a results folder was run with (its `scenario.toml`).
+pub fn gates_of_run(folder: &Path) -> Result<Vec<Gate>, GateError> {
+    let path = folder.join("scenario.toml");
+    let text = std::fs::read_to_string(&path).map_err(|e| GateError::File {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let scenario =
+        Scenario::parse(&text, &path.display().to_string()).map_err(|e| GateError::File {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+    parse_gates(&scenario.gates)
+}
+
+/// Matches `*` (any run) and `?` (one character). Hand-written: glob crates match paths, and
+/// target names are plain words.
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    fn go(p: &[char], n: &[char]) -> bool {
+        match (p.first(), n.first()) {
+            (None, None) => true,
+            (Some('*'), _) => go(&p[1..], n) || (!n.is_empty() && go(p, &n[1..])),
+            (Some('?'), Some(_)) => go(&p[1..], &n[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &n[1..]),
+            _ => false,
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    go(&p, &n)
+}
+
+/// One gate on one target: the verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub target: String,
+    pub phase: String,
+    pub metric: Metric,
+    pub tenant: Option<String>,
+    pub bound: Bound,
+    /// `None`: the value does not exist (never recovered, no store reading).
+    pub actual: Option<f64>,
+    pub passed: bool,
+}
+
+impl Check {
+    pub fn threshold(&self) -> String {
+        match self.bound {
+            Bound::Max(v) => format!("≤ {}", self.metric.format(v)),
+            Bound::Min(v) => format!("≥ {}", self.metric.format(v)),
+        }
+    }
+
+    pub fn actual_text(&self) -> String {
+        match (self.actual, self.metric) {
+            (Some(v), m) => m.format(v),
+            (None, Metric::RecoveryS) => "never".into(),
+            (None, _) => "not measured".into(),
+        }
+    }
+
+    pub fn subject(&self) -> String {
+        match &self.tenant {
+            Some(t) => format!("{} {t}", self.metric.name()),
+            None => self.metric.name().to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} / {}: {} {} (actual {})",
+            self.target,
+            self.phase,
+            self.subject(),
+            self.threshold(),
+            self.actual_text()
+        )
+    }
+}
+
+fn share(part: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        part as f64 / of as f64
+    }
+}
+
+fn tenant_value(metric: Metric, t: &TenantResult) -> Option<f64> {
+    let ms = |us: u64| us as f64 / 1000.0;
+    let c = &t.counts;
+    Some(match metric {
+        Metric::P50Ms => ms(t.latency_us.p50),
+        Metric::P99Ms => ms(t.latency_us.p99),
+        Metric::P999Ms => ms(t.latency_us.p999),
+        Metric::Rate429 => share(c.limited, c.offered),
+        Metric::Rate5xx => share(c.errors_5xx(), c.offered),
+        Metric::TransportErrors => c.transport_error as f64,
+        Metric::OverAdmission => t.over_admission,
+        Metric::WrongfulDenial => t.wrongful_denial,
+        Metric::RecoveryS | Metric::StoreAmplification => return None,
+    })
+}
+
+/// The per-second samples of one target, all tenants together.
+fn seconds_of(run: &RunResult, target: &str, series: &[SeriesRow]) -> Vec<SecondSample> {
+    let allowance_per_s = run.limit / run.window_s;
+    let mut seconds: Vec<u64> = series
+        .iter()
+        .filter(|r| r.target == target)
+        .map(|r| r.second)
+        .collect();
+    seconds.sort_unstable();
+    seconds.dedup();
+    seconds
+        .into_iter()
+        .map(|second| {
+            let rows = series
+                .iter()
+                .filter(|r| r.target == target && r.second == second);
+            let p99 = rows
+                .clone()
+                .find(|r| r.tenant == "all")
+                .map_or(0, |r| r.p99_us);
+            let tenants: Vec<_> = rows
+                .filter(|r| r.tenant != "all")
+                .map(|r| r.counts)
+                .collect();
+            second_sample(second as f64, p99, &tenants, allowance_per_s)
+        })
+        .collect()
+}
+
+fn recovery(
+    run: &RunResult,
+    target: &TargetResult,
+    fault: &PhaseResult,
+    series: &[SeriesRow],
+) -> Result<Option<f64>, String> {
+    let steady = target
+        .phases
+        .iter()
+        .find(|p| p.name == "steady")
+        .ok_or("recovery_s needs a phase named \"steady\" to learn the band from")?;
+    let samples = seconds_of(run, &target.name, series);
+    let in_steady: Vec<SecondSample> = samples
+        .iter()
+        .copied()
+        .filter(|s| s.at_s >= steady.start_s && s.at_s + 1.0 <= steady.end_s)
+        .collect();
+    let band = Band::from_steady(&in_steady).ok_or("the steady phase had no traffic")?;
+    Ok(recovery::recovery_s(&samples, fault.end_s, &band))
+}
+
+/// Checks every gate against a run; `series` is needed for `recovery_s`.
+pub fn evaluate(
+    run: &RunResult,
+    series: &[SeriesRow],
+    gates: &[Gate],
+) -> Result<Vec<Check>, GateError> {
+    let mut checks = Vec::new();
+    for (i, gate) in gates.iter().enumerate() {
+        let invalid = |message: String| GateError::Invalid {
+            index: i + 1,
+            message,
+        };
+        let targets: Vec<&TargetResult> = run
+            .targets
+            .iter()
+            .filter(|t| glob_matches(&gate.target, &t.name))
+            .collect();
+        if targets.is_empty() {
+            return Err(invalid(format!(
+                "target {:?} matches no target of the run ({})",
+                gate.target,
+                run.targets
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        for target in targets {
+            let phase = target
+                .phases
+                .iter()
+                .find(|p| p.name == gate.phase)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "phase {:?} is not a phase of {} ({})",
+                        gate.phase,
+                        target.name,
+                        target
+                            .phases
+                            .iter()
+                            .map(|p| p.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })?;
+            let actual = match (gate.metric, &gate.tenant) {
+                (Metric::RecoveryS, _) => recovery(run, target, phase, series).map_err(&invalid)?,
+                (Metric::StoreAmplification, _) => phase.store_amplification,
+                (m, Some(name)) => {
+                    let tenant =
+                        phase
+                            .tenants
+                            .iter()
+                            .find(|t| &t.name == name)
+                            .ok_or_else(|| {
+                                invalid(format!(
+                                    "tenant {name:?} is not a tenant of the run ({})",
+                                    phase
+                                        .tenants
+                                        .iter()
+                                        .map(|t| t.name.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                ))
+                            })?;
+                    tenant_value(m, tenant)
+                }
+                (m, None) => tenant_value(m, &phase.all),
+            };
+            checks.push(Check {
+                target: target.name.clone(),
+                phase: phase.name.clone(),
+                metric: gate.metric,
+                tenant: gate.tenant.clone(),
+                bound: gate.bound,
+                actual,
+                passed: actual.is_some_and(|v| gate.bound.admits(v)),
+            });
+        }
+    }
+    Ok(checks)
+}
+
+/// Reads a results folder and checks `gates` (or, if `None`, the gates of its scenario).
+pub fn gate_folder(
+    folder: &Path,
+    gates: Option<Vec<Gate>>,
+) -> Result<(RunResult, Vec<Check>), GateError> {
+    let run = RunResult::read(folder)?;
+    let gates = match gates {
+        Some(g) => g,
+        None => gates_of_run(folder)?,
+    };
+    if gates.is_empty() {
+        return Err(GateError::File {
+            path: folder.join("scenario.toml").display().to_string(),
+            message: "the scenario has no [[gates]] and no --gates file was given".into(),
+        });
+    }
+    let series = if gates.iter().any(|g| g.metric == Metric::RecoveryS) {
+        read_series(folder)?
+    } else {
+        Vec::new()
+    };
+    let checks = evaluate(&run, &series, &gates)?;
+    Ok((run, checks))
+}
+
+#[cfg(test)]
+mod tests;
