@@ -17,6 +17,10 @@ setup:
 chaos NAME *ARGS: setup build
     target/release/failmode run {{NAME}} --no-build {{ARGS}}
 
+# Run a scenario and check its gates: exit 1 if any target breaks one (`just gate slow-redis`).
+gate NAME *ARGS: setup build
+    target/release/failmode run {{NAME}} --no-build --gate {{ARGS}}
+
 # List the scenarios and the targets.
 list: build
     target/release/failmode list
