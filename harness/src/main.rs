@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use failmode::infra::workspace_root;
+use failmode::results::folder::timestamp;
 use failmode::run::progress::Say;
 use failmode::run::{RunError, RunOptions, run};
 use failmode::scenario::{self, Scenario};
@@ -60,9 +61,13 @@ struct RunArgs {
     /// Skip the targets' build commands (they must already be built).
     #[arg(long)]
     no_build: bool,
-    /// Then check the scenario's gates (exit 1 if any fails).
+    /// Then check the scenario's gates (exit 1 if any fails; with --repeat, the last run's).
     #[arg(long)]
     gate: bool,
+    /// Run the scenario N times into run-1/ … run-N/ of one results folder, for `compare` to
+    /// decide on distributions rather than one noisy run.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
 }
 
 fn exit_code(code: u8) -> ExitCode {
@@ -123,6 +128,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             if !(args.duration_scale.is_finite() && args.duration_scale > 0.0) {
                 anyhow::bail!("--duration-scale must be a number greater than zero");
             }
+            if args.repeat == 0 {
+                anyhow::bail!("--repeat must be at least 1");
+            }
             let mut scenario = Scenario::find(&args.scenario, &root.join("scenarios"))?;
             if let Some(seed) = args.seed {
                 scenario.seed = seed;
@@ -131,28 +139,63 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let interrupt = CancellationToken::new();
             tokio::spawn(watch_signals(interrupt.clone()));
             let say = Say::new();
-            let outcome = run(
-                RunOptions {
-                    results_root: root.join("results"),
-                    root,
-                    scenario,
-                    duration_scale: args.duration_scale,
-                    targets: args.targets,
-                    out: args.out,
-                    build: !args.no_build,
-                },
-                interrupt,
-                &say,
-            )
-            .await;
-            let outcome = match outcome {
-                Ok(outcome) => outcome,
-                Err(e @ RunError::InterruptedBeforeLoad(_)) => {
-                    eprintln!("{e}");
-                    return Ok(exit_code(130));
+            let results_root = root.join("results");
+            // Repeats go to run-1/, run-2/, … of one folder, which `compare` reads as one set.
+            let repeat_folder = (args.repeat > 1).then(|| {
+                args.out.clone().unwrap_or_else(|| {
+                    results_root
+                        .join(&scenario.name)
+                        .join(timestamp(std::time::SystemTime::now()))
+                })
+            });
+            let mut last = None;
+            for k in 1..=args.repeat {
+                if args.repeat > 1 {
+                    say.line(&format!("repeat {k} of {}", args.repeat));
                 }
-                Err(e) => return Err(anyhow::Error::new(e).context("the run failed")),
+                let outcome = run(
+                    RunOptions {
+                        results_root: results_root.clone(),
+                        root: root.clone(),
+                        scenario: scenario.clone(),
+                        duration_scale: args.duration_scale,
+                        targets: args.targets.clone(),
+                        out: match &repeat_folder {
+                            Some(folder) => Some(folder.join(format!("run-{k}"))),
+                            None => args.out.clone(),
+                        },
+                        // Building once is enough.
+                        build: !args.no_build && k == 1,
+                    },
+                    interrupt.clone(),
+                    &say,
+                )
+                .await;
+                let outcome = match outcome {
+                    Ok(outcome) => outcome,
+                    Err(e @ RunError::InterruptedBeforeLoad(_)) => {
+                        eprintln!("{e}");
+                        return Ok(exit_code(130));
+                    }
+                    Err(e) => return Err(anyhow::Error::new(e).context("the run failed")),
+                };
+                let partial = outcome.result.partial;
+                last = Some(outcome);
+                if partial {
+                    break;
+                }
+            }
+            let Some(outcome) = last else {
+                anyhow::bail!("no run took place");
             };
+            if let Some(folder) = &repeat_folder
+                && args.out.is_none()
+            {
+                let latest = results_root.join("latest");
+                let _ = std::fs::remove_file(&latest);
+                let relative = folder.strip_prefix(&results_root).unwrap_or(folder);
+                std::os::unix::fs::symlink(relative, &latest)?;
+            }
             let r = &outcome.result;
             println!("\n{} — {}", r.scenario, r.description);
             println!("{}", report::summary_table(r));
@@ -160,7 +203,10 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             for note in &r.notes {
                 println!("note: {note}");
             }
-            println!("\nresults: {}", outcome.folder.path.display());
+            match &repeat_folder {
+                Some(folder) => println!("\nresults ({} repeats; the table is the last): {}", args.repeat, folder.display()),
+                None => println!("\nresults: {}", outcome.folder.path.display()),
+            }
             if r.partial {
                 return Ok(exit_code(130));
             }
