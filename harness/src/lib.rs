@@ -4,6 +4,7 @@
 //! targets, faults and load together; the CLI (`main.rs`) only parses and maps outcomes to exit
 //! codes.
 
+pub mod compare;
 mod duration;
 pub mod faults;
 pub mod gate;

@@ -10,7 +10,7 @@ use failmode::results::folder::timestamp;
 use failmode::run::progress::Say;
 use failmode::run::{RunError, RunOptions, run};
 use failmode::scenario::{self, Scenario};
-use failmode::{gate, report, targets};
+use failmode::{compare, gate, report, targets};
 use tokio_util::sync::CancellationToken;
 
 /// Chaos and load-test harness for rate limiters: what does your limiter do when Redis is slow
@@ -31,6 +31,56 @@ enum Command {
     /// Check a results folder against the gates of its scenario (or --gates FILE):
     /// exit 0 all pass, 1 any fails, 2 unusable input.
     Gate(GateArgs),
+    /// (Re)write report.html and plots/*.svg of a results folder from run.json and series.csv.
+    Report {
+        /// A results folder.
+        results: PathBuf,
+    },
+    /// Baselines for `compare`.
+    #[command(subcommand)]
+    Baseline(BaselineCommand),
+    /// Compare a candidate with a baseline, per target × phase, deciding latency on
+    /// per-second samples with a bootstrap interval: exit 0 nothing worse, 1 something worse.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum BaselineCommand {
+    /// Store a results folder (one run or --repeat runs) as results/baselines/<scenario>.json.
+    Save {
+        results: PathBuf,
+        /// Where baselines are kept.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct CompareArgs {
+    /// A baseline file, or a results folder (one run or run-1/ … run-N/).
+    baseline: PathBuf,
+    /// The same, for the candidate.
+    candidate: PathBuf,
+    /// Latency: worse only if the whole interval of the ratio is above 1 + this (percent).
+    #[arg(long, default_value_t = 10.0)]
+    threshold: f64,
+    /// Latency: and the difference is at least this many milliseconds.
+    #[arg(long, default_value_t = 1.0)]
+    floor_ms: f64,
+    /// Confidence of the bootstrap interval, percent.
+    #[arg(long, default_value_t = 95.0)]
+    confidence: f64,
+    #[arg(long, default_value_t = 2000)]
+    resamples: usize,
+    /// 429 % and 5xx %: a change of at least this many percentage points.
+    #[arg(long, default_value_t = 1.0)]
+    rate_pp: f64,
+    /// Over-admission and wrongful denial: at least this many percentage points.
+    #[arg(long, default_value_t = 2.0)]
+    admission_pp: f64,
+    /// Also write the comparison as Markdown here (and to $GITHUB_STEP_SUMMARY when set).
+    #[arg(long)]
+    markdown: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -116,6 +166,39 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 println!("  {:<18} {}", def.name, def.description);
             }
             Ok(exit_code(0))
+        }
+        Command::Report { results } => {
+            let path = report::html::write_report(&results)?;
+            println!("report: {}", path.display());
+            Ok(exit_code(0))
+        }
+        Command::Baseline(BaselineCommand::Save { results, dir }) => {
+            let dir = dir.unwrap_or_else(|| root.join("results").join("baselines"));
+            let path = compare::save_baseline(&results, &dir)?;
+            println!("saved {}", path.display());
+            Ok(exit_code(0))
+        }
+        Command::Compare(args) => {
+            let options = compare::CompareOptions {
+                rel_threshold: args.threshold / 100.0,
+                abs_floor_ms: args.floor_ms,
+                confidence: args.confidence / 100.0,
+                resamples: args.resamples,
+                status_threshold_pp: args.rate_pp,
+                admission_threshold_pp: args.admission_pp,
+                ..compare::CompareOptions::default()
+            };
+            let baseline = compare::load_set(&args.baseline)?;
+            let candidate = compare::load_set(&args.candidate)?;
+            let comparison = compare::compare(&baseline, &candidate, &options)?;
+            println!("{}", compare::render_table(&comparison));
+            let markdown = compare::render_markdown(&comparison);
+            if let Some(path) = &args.markdown {
+                std::fs::write(path, &markdown)
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+            }
+            append_step_summary(&markdown)?;
+            Ok(exit_code(comparison.exit_code()))
         }
         Command::Gate(args) => {
             let gates = match &args.gates {
@@ -204,7 +287,11 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 println!("note: {note}");
             }
             match &repeat_folder {
-                Some(folder) => println!("\nresults ({} repeats; the table is the last): {}", args.repeat, folder.display()),
+                Some(folder) => println!(
+                    "\nresults ({} repeats; the table is the last): {}",
+                    args.repeat,
+                    folder.display()
+                ),
                 None => println!("\nresults: {}", outcome.folder.path.display()),
             }
             if r.partial {
@@ -267,6 +354,19 @@ fn gate(folder: &std::path::Path, gates: Option<Vec<gate::Gate>>) -> anyhow::Res
     };
     write("gate-junit.xml", &gate::junit_xml(&run.scenario, &checks))?;
     write("gate-summary.md", &markdown)?;
+    append_step_summary(&markdown)?;
+    let failed = checks.iter().filter(|c| !c.passed).count();
+    if failed == 0 {
+        println!("all {} checks pass", checks.len());
+        Ok(exit_code(0))
+    } else {
+        println!("{failed} of {} checks fail", checks.len());
+        Ok(exit_code(1))
+    }
+}
+
+/// Appends Markdown to the CI job's page when `$GITHUB_STEP_SUMMARY` names one.
+fn append_step_summary(markdown: &str) -> anyhow::Result<()> {
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
         use std::io::Write;
         let mut file = std::fs::OpenOptions::new()
@@ -276,12 +376,5 @@ fn gate(folder: &std::path::Path, gates: Option<Vec<gate::Gate>>) -> anyhow::Res
             .map_err(|e| anyhow::anyhow!("cannot append to $GITHUB_STEP_SUMMARY: {e}"))?;
         writeln!(file, "{markdown}")?;
     }
-    let failed = checks.iter().filter(|c| !c.passed).count();
-    if failed == 0 {
-        println!("all {} checks pass", checks.len());
-        Ok(exit_code(0))
-    } else {
-        println!("{failed} of {} checks fail", checks.len());
-        Ok(exit_code(1))
-    }
+    Ok(())
 }

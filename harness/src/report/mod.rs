@@ -1,5 +1,8 @@
 //! What a person reads: the terminal tables at the end of a run.
 
+pub mod html;
+mod plots;
+
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 

@@ -288,6 +288,10 @@ pub async fn run(
             .mark_latest(&opts.results_root)
             .map_err(write_error)?;
     }
+    // The report is a convenience: a failure to draw it is said, never fatal to the run.
+    if let Err(e) = crate::report::html::write_report(&folder.path) {
+        say.line(&format!("warning: no report.html: {e}"));
+    }
     if let Some(e) = load_error {
         return Err(RunError::Load(e));
     }

@@ -1,15 +1,17 @@
 //! The live instance count that divides the limit in local share.
 //!
 //! Learnt from Redis while it answers (a heartbeat every interval into a sorted set scored by
-//! Redis's clock) and frozen at its last value while it does not: an instance cannot know
-//! that the fleet scaled during an outage, and failmode exists to show what that costs.
+//! Redis's clock) and frozen at its last value while it does not, or while this instance is
+//! degraded: other instances' heartbeats may be failing too, and a count shrunk by their
+//! silence would raise everyone's share. An instance cannot know that the fleet scaled during
+//! an outage, and failmode exists to show what that costs.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::metrics::Metrics;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// The divisor, readable on the request path without a lock.
 #[derive(Debug)]
@@ -40,6 +42,7 @@ pub fn spawn_heartbeat(
     metrics: Arc<Metrics>,
     instance_id: String,
     interval: Duration,
+    degraded: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<()> {
     let weak = Arc::downgrade(&store);
     drop(store);
@@ -52,6 +55,15 @@ pub fn spawn_heartbeat(
             let Some(store) = weak.upgrade() else { return };
             let timeout = (interval / 2).min(Duration::from_millis(500));
             match store.heartbeat(&instance_id, interval * 3, timeout).await {
+                Ok(_) if degraded.load(Ordering::Relaxed) => {
+                    if !frozen {
+                        tracing::info!(
+                            live_instances = live.get(),
+                            "degraded: instance count frozen"
+                        );
+                        frozen = true;
+                    }
+                }
                 Ok(n) => {
                     if n != live.get() || frozen {
                         tracing::info!(
@@ -63,11 +75,17 @@ pub fn spawn_heartbeat(
                     metrics.live_instances(live.get());
                     frozen = false;
                 }
-                Err(e) if !frozen => {
-                    tracing::warn!(error = %e, live_instances = live.get(), "heartbeat failed; instance count frozen");
-                    frozen = true;
+                Err(e) => {
+                    // A connection that does not answer a heartbeat in its generous timeout may
+                    // be black-holed (a peer gone without a reset) and never error by itself.
+                    if matches!(e, StoreError::Timeout(_)) {
+                        store.replace_connection();
+                    }
+                    if !frozen {
+                        tracing::warn!(error = %e, live_instances = live.get(), "heartbeat failed; instance count frozen");
+                        frozen = true;
+                    }
                 }
-                Err(_) => {}
             }
         }
     })

@@ -70,23 +70,24 @@ impl Server {
         });
         let store = store.transpose()?;
 
-        let mut background = Vec::new();
-        if let (Some(store), Discovery::Redis) = (&store, config.discovery) {
-            background.push(instances::spawn_heartbeat(
-                Arc::clone(store),
-                Arc::clone(&live),
-                Arc::clone(&metrics),
-                instance_id.clone(),
-                config.heartbeat_interval,
-            ));
-        }
         let limiter = Limiter::new(
             config.routes.clone(),
             store.clone(),
             config.breaker,
-            live,
+            Arc::clone(&live),
             Arc::clone(&metrics),
         );
+        let mut background = Vec::new();
+        if let (Some(store), Discovery::Redis) = (&store, config.discovery) {
+            background.push(instances::spawn_heartbeat(
+                Arc::clone(store),
+                live,
+                Arc::clone(&metrics),
+                instance_id.clone(),
+                config.heartbeat_interval,
+                limiter.degraded_flag(),
+            ));
+        }
         if let Some(store) = &store {
             let deadline = Instant::now() + STARTUP_GRACE;
             while !store.is_connected() && Instant::now() < deadline {

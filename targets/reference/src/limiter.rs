@@ -116,7 +116,8 @@ pub struct Limiter {
     caught: CaughtCallers,
     live: Arc<LiveInstances>,
     metrics: Arc<Metrics>,
-    degraded: AtomicBool,
+    /// Shared with the heartbeat: the instance count is not relearnt while degraded.
+    degraded: Arc<AtomicBool>,
     /// When the store last answered: where a fail-static outage begins.
     last_store_answer: Mutex<Instant>,
 }
@@ -146,7 +147,7 @@ impl Limiter {
             caught: CaughtCallers::new(n),
             live,
             metrics,
-            degraded: AtomicBool::new(false),
+            degraded: Arc::new(AtomicBool::new(false)),
             last_store_answer: Mutex::new(now),
         }
     }
@@ -173,6 +174,11 @@ impl Limiter {
 
     pub fn live_instances(&self) -> u32 {
         self.live.get()
+    }
+
+    /// Whether the instance decides without the store, for the heartbeat to read.
+    pub fn degraded_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.degraded)
     }
 
     /// Marks the instance degraded from the start (the store was unreachable at start-up).
@@ -266,11 +272,6 @@ impl Limiter {
             }
             // A probe is one call; a retry after it would be a second, unpermitted one.
             if permit == Permit::Probe {
-                // A connection that timed out a whole cool-down later may be black-holed and
-                // never error on its own: start afresh.
-                if last == FallbackReason::Timeout {
-                    store.replace_connection();
-                }
                 break;
             }
         }
@@ -293,8 +294,10 @@ impl Limiter {
             BreakerState::HalfOpen { .. } => "half_open",
         };
         self.metrics.breaker(after.as_gauge(), name, changed);
+        // Every cool-down probes: at debug, or a slow Redis writes three lines a second.
+        // `failmode_breaker_transitions_total` counts them.
         if changed {
-            tracing::info!(breaker = name, "circuit breaker changed state");
+            tracing::debug!(breaker = name, "circuit breaker changed state");
         }
     }
 
