@@ -2,9 +2,10 @@
 //! wrongful denial are back within the steady phase's band and stay there until the run ends.
 //!
 //! The band, from the steady phase's seconds (all tenants together):
-//! - p99: at most 1.5 × the 90th percentile of the steady seconds' p99, plus 1 ms (noise on
-//!   a healthy limiter is a fraction of a millisecond; the margin keeps a quiet second from
-//!   counting as a relapse);
+//! - p99: at most 2 × the 90th percentile of the steady seconds' p99, plus 5 ms. A healthy
+//!   limiter's per-second p99 wanders by a few milliseconds on a busy machine (measured here:
+//!   a single 2.9 ms second after a 1 ms steady phase), while a fault that matters costs a
+//!   timeout (20 ms and up): the margin keeps noise from counting as a relapse;
 //! - wrongful denial: at most the steady phase's worst second plus 5 percentage points (one
 //!   window's boundary moves a few requests between seconds).
 //!
@@ -83,7 +84,7 @@ impl Band {
             .map(SecondSample::wrongful_denial)
             .fold(0.0, f64::max);
         Some(Self {
-            p99_max_us: p90 * 1.5 + 1_000.0,
+            p99_max_us: p90 * 2.0 + 5_000.0,
             wrongful_denial_max: worst_denial + 0.05,
         })
     }
@@ -129,7 +130,7 @@ mod tests {
     #[test]
     fn the_band_comes_from_the_steady_phase() {
         let band = Band::from_steady(&steady()).unwrap();
-        assert_eq!(band.p99_max_us, 2_500.0, "1.5 × 1 ms + 1 ms");
+        assert_eq!(band.p99_max_us, 7_000.0, "2 × 1 ms + 5 ms");
         assert!((band.wrongful_denial_max - 0.05).abs() < 1e-12);
     }
 
