@@ -270,6 +270,20 @@ fn fault_class(p: &PhaseResult) -> &'static str {
     }
 }
 
+/// A table row of one phase, with the target's name spanning its phases on the first.
+fn open_row(out: &mut String, t: &TargetResult, index: usize, p: &PhaseResult) -> std::fmt::Result {
+    write!(out, "<tr{}>", fault_class(p))?;
+    if index == 0 {
+        write!(
+            out,
+            "<td class=\"l t\" rowspan=\"{}\">{}</td>",
+            t.phases.len(),
+            esc(&t.name)
+        )?;
+    }
+    Ok(())
+}
+
 fn summary_table(out: &mut String, run: &RunResult) -> std::fmt::Result {
     if run.targets.is_empty() {
         return Ok(());
@@ -287,15 +301,7 @@ sent.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\">target</th><th class
     for t in &run.targets {
         for (i, p) in t.phases.iter().enumerate() {
             let a = &p.all;
-            write!(out, "<tr{}>", fault_class(p))?;
-            if i == 0 {
-                write!(
-                    out,
-                    "<td class=\"l t\" rowspan=\"{}\">{}</td>",
-                    t.phases.len(),
-                    esc(&t.name)
-                )?;
-            }
+            open_row(out, t, i, p)?;
             let amplification = p
                 .store_amplification
                 .map_or_else(|| "-".to_owned(), |x| format!("{x:.2}"));
@@ -341,15 +347,7 @@ tenant.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\">target</th><th cla
     writeln!(out, "</tr>")?;
     for t in &run.targets {
         for (i, p) in t.phases.iter().enumerate() {
-            write!(out, "<tr{}>", fault_class(p))?;
-            if i == 0 {
-                write!(
-                    out,
-                    "<td class=\"l t\" rowspan=\"{}\">{}</td>",
-                    t.phases.len(),
-                    esc(&t.name)
-                )?;
-            }
+            open_row(out, t, i, p)?;
             write!(out, "<td class=\"l f\">{}</td>", esc(&p.name))?;
             for tenant in &tenants {
                 match p.tenants.iter().find(|x| x.name == *tenant) {
