@@ -3,6 +3,7 @@
 
 mod fault;
 pub mod timeline;
+pub mod toxic;
 pub mod toxiproxy;
 
 pub use fault::Fault;
