@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::metrics::Metrics;
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 /// The divisor, readable on the request path without a lock.
 #[derive(Debug)]
@@ -75,17 +75,11 @@ pub fn spawn_heartbeat(
                     metrics.live_instances(live.get());
                     frozen = false;
                 }
-                Err(e) => {
-                    // A connection that does not answer a heartbeat in its generous timeout may
-                    // be black-holed (a peer gone without a reset) and never error by itself.
-                    if matches!(e, StoreError::Timeout(_)) {
-                        store.replace_connection();
-                    }
-                    if !frozen {
-                        tracing::warn!(error = %e, live_instances = live.get(), "heartbeat failed; instance count frozen");
-                        frozen = true;
-                    }
+                Err(e) if !frozen => {
+                    tracing::warn!(error = %e, live_instances = live.get(), "heartbeat failed; instance count frozen");
+                    frozen = true;
                 }
+                Err(_) => {}
             }
         }
     })

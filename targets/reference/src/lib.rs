@@ -30,6 +30,9 @@ use limiter::Limiter;
 use metrics::Metrics;
 use store::Store;
 
+/// Unacknowledged data older than this closes the store connection (see `Server::start`).
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How long start-up waits for Redis before saying it starts degraded.
 const STARTUP_GRACE: Duration = Duration::from_millis(500);
 
@@ -63,8 +66,19 @@ impl Server {
 
         let needs_store = config.routes.iter().any(|r| r.policy.uses_store());
         let store = needs_store.then(|| {
-            // The URL was validated when the configuration was parsed.
-            let client = redis::Client::open(config.redis_url.as_str())
+            // The URL was validated when the configuration was parsed. TCP_USER_TIMEOUT closes
+            // a connection whose peer vanished without a reset (a black hole: no error would
+            // ever come otherwise), while a Redis that is alive but stalled, whose kernel
+            // still acknowledges, keeps its connection: its calls time out, as they should.
+            let client = redis::IntoConnectionInfo::into_connection_info(config.redis_url.as_str())
+                .map(|info| {
+                    info.set_tcp_settings(
+                        redis::io::tcp::TcpSettings::default()
+                            .set_nodelay(true)
+                            .set_user_timeout(TCP_USER_TIMEOUT),
+                    )
+                })
+                .and_then(redis::Client::open)
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
             client.map(|c| Arc::new(Store::start(c, config.connect_timeout, &config.key_prefix)))
         });

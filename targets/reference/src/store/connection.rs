@@ -79,17 +79,6 @@ impl Connection {
         }
     }
 
-    /// Drops the current connection whatever its state (one that only times out may be
-    /// black-holed: a peer that vanished without a reset), and reconnects in the background.
-    pub(crate) fn replace(&self) {
-        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.conn.take().is_some() {
-            drop(slot);
-            tracing::warn!("store connection only times out; replacing it");
-            let _ = self.wake.try_send(());
-        }
-    }
-
     pub(crate) fn is_connected(&self) -> bool {
         self.slot
             .lock()

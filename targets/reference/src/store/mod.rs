@@ -54,11 +54,6 @@ impl Store {
         }
     }
 
-    /// Replaces the connection: the breaker's probe timed out on it.
-    pub fn replace_connection(&self) {
-        self.connection.replace();
-    }
-
     /// Whether a connection is up right now (it may still be hung).
     pub fn is_connected(&self) -> bool {
         self.connection.is_connected()
