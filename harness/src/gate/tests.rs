@@ -285,3 +285,23 @@ fn recovery_is_measured_from_the_series_and_never_passes_when_never() {
     assert_eq!(checks[1].actual_text(), "never");
     assert!(!checks[1].passed);
 }
+
+#[test]
+fn the_shipped_scenarios_gates_parse_and_name_only_known_phases_and_tenants() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let mut gated = Vec::new();
+    for name in crate::scenario::list(&dir) {
+        let s = Scenario::find(&name, &dir).unwrap();
+        let gates = parse_gates(&s.gates).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for g in &gates {
+            assert!(s.phases.iter().any(|p| p.name == g.phase), "{name}: {g:?}");
+            if let Some(t) = &g.tenant {
+                assert!(s.tenants.iter().any(|x| &x.name == t), "{name}: {g:?}");
+            }
+        }
+        if !gates.is_empty() {
+            gated.push(name);
+        }
+    }
+    assert_eq!(gated, ["hung-redis", "redis-down", "slow-redis"]);
+}
