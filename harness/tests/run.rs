@@ -392,9 +392,17 @@ name = "stub"
     dir
 }
 
+/// The outage scenario's population against the stub target, with these phases.
+fn stub_scenario_text(phases: &str) -> String {
+    OUTAGE.split("[[targets]]").next().unwrap().to_owned()
+        + "[[targets]]\nname = \"stub\"\n"
+        + phases
+}
+
 fn stub_scenario() -> Scenario {
-    let text = OUTAGE.split("[[targets]]").next().unwrap().to_owned()
-        + "[[targets]]\nname = \"stub\"\n[[phases]]\nname = \"steady\"\nstart = \"0s\"\nend = \"2s\"\n[[phases]]\nname = \"fault\"\nstart = \"2s\"\nend = \"4s\"\n";
+    let text = stub_scenario_text(
+        "[[phases]]\nname = \"steady\"\nstart = \"0s\"\nend = \"2s\"\n[[phases]]\nname = \"fault\"\nstart = \"2s\"\nend = \"4s\"\n",
+    );
     Scenario::parse(&text, "stub").unwrap()
 }
 
@@ -471,8 +479,7 @@ async fn an_instance_that_dies_mid_run_is_recorded_and_the_run_goes_on() {
 fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
     let ws = stub_workspace("serve");
     std::fs::create_dir_all(ws.path().join("scenarios")).unwrap();
-    let text = OUTAGE.split("[[targets]]").next().unwrap().to_owned()
-        + "[[targets]]\nname = \"stub\"\n[[phases]]\nname = \"steady\"\nstart = \"0s\"\nend = \"30s\"\n";
+    let text = stub_scenario_text("[[phases]]\nname = \"steady\"\nstart = \"0s\"\nend = \"30s\"\n");
     std::fs::write(ws.path().join("scenarios/long.toml"), text).unwrap();
     std::fs::write(ws.path().join("Cargo.toml"), "[workspace]\n").unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_failmode"))

@@ -206,6 +206,11 @@ pub async fn run(
         progress::show(say, &scenario, &names, &collector, start, done.clone()),
     );
     let ran_for = start.elapsed();
+    let instance_counts: Vec<u32> = world
+        .targets
+        .iter()
+        .map(|t| t.instances.len() as u32)
+        .collect();
     world.stop().await;
     let (summary, load_error) = match summary {
         Ok(summary) => (summary, None),
@@ -217,7 +222,7 @@ pub async fn run(
     let events = events.into_inner().unwrap_or_else(|e| e.into_inner());
     let facts: Vec<TargetFacts> = defs
         .iter()
-        .zip(&world_instances(&scenario, &defs))
+        .zip(&instance_counts)
         .enumerate()
         .map(|(t, (def, &instances))| TargetFacts {
             name: def.name.clone(),
@@ -296,19 +301,6 @@ pub async fn run(
         return Err(RunError::Load(e));
     }
     Ok(RunOutcome { folder, result })
-}
-
-fn world_instances(scenario: &Scenario, defs: &[targets::TargetDef]) -> Vec<u32> {
-    defs.iter()
-        .map(|d| {
-            scenario
-                .targets
-                .iter()
-                .find(|t| t.name == d.name)
-                .and_then(|t| t.instances)
-                .unwrap_or(d.default_instances)
-        })
-        .collect()
 }
 
 fn since(start: Instant, at: Instant) -> f64 {
