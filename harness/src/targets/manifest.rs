@@ -190,16 +190,33 @@ pub fn read(path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
     Ok(defs)
 }
 
-/// Every target under `targets_dir/*/target.toml`, sorted by manifest then declaration.
+/// How deep under `targets/` a manifest may sit: `targets/<language>/<library>/target.toml`.
+const MANIFEST_DEPTH: usize = 3;
+
+/// Folders that hold installed dependencies or caches, never a target's own manifest.
+fn is_dependency_folder(name: &str) -> bool {
+    name.starts_with('.') || matches!(name, "node_modules" | "__pycache__" | "target")
+}
+
+/// Every target under `targets_dir/**/target.toml` (at most [`MANIFEST_DEPTH`] deep, skipping
+/// installed dependencies), sorted by manifest path then declaration.
 pub fn discover(targets_dir: &Path) -> Result<Vec<TargetDef>, ManifestError> {
-    let mut manifests: Vec<PathBuf> = std::fs::read_dir(targets_dir)
-        .map_err(|source| ManifestError::Read {
+    if !targets_dir.is_dir() {
+        return Err(ManifestError::Read {
             path: targets_dir.to_owned(),
-            source,
-        })?
-        .flatten()
-        .map(|e| e.path().join("target.toml"))
-        .filter(|p| p.is_file())
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+        });
+    }
+    let mut manifests: Vec<PathBuf> = walkdir::WalkDir::new(targets_dir)
+        .min_depth(1)
+        .max_depth(MANIFEST_DEPTH)
+        .into_iter()
+        .filter_entry(|e| {
+            !(e.file_type().is_dir() && is_dependency_folder(&e.file_name().to_string_lossy()))
+        })
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.file_name() == "target.toml")
+        .map(walkdir::DirEntry::into_path)
         .collect();
     manifests.sort();
     let mut all: Vec<TargetDef> = Vec::new();
@@ -286,6 +303,46 @@ mod tests {
             err.contains("\"nope\"") && err.contains("fail-open"),
             "{err}"
         );
+    }
+
+    fn write_manifest(dir: &Path, variant: &str) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(
+            dir.join("target.toml"),
+            format!(
+                r#"
+default_instances = 1
+start = {{ command = ["x"] }}
+ready = {{ path = "/healthz", timeout = "1s" }}
+request = {{ path = "/", caller_header = "x-caller" }}
+[[variants]]
+name = "{variant}"
+"#
+            ),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn manifests_are_found_by_language_and_library_but_not_inside_installed_dependencies() {
+        let dir = tempfile::tempdir().unwrap();
+        write_manifest(&dir.path().join("reference"), "a");
+        write_manifest(&dir.path().join("node/express"), "b");
+        write_manifest(&dir.path().join("node/node_modules/some-lib"), "c");
+        write_manifest(&dir.path().join("python/.venv/lib"), "d");
+        write_manifest(&dir.path().join("too/deep/for/discovery"), "e");
+        let names: Vec<String> = discover(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(names, ["b", "a"]);
+    }
+
+    #[test]
+    fn a_missing_targets_folder_is_named() {
+        let err = discover(Path::new("/nonexistent/targets")).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/targets"), "{err}");
     }
 
     #[test]
