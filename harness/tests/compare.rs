@@ -157,6 +157,8 @@ fn repeat(scenario: &str, targets: &[(&str, Behaviour)], seed: u64) -> Repeat {
                 name: target.to_owned(),
                 description: String::new(),
                 instances: 4,
+                command: Vec::new(),
+                env: Default::default(),
                 send_lag_us: Percentiles::default(),
                 events: Vec::new(),
                 phases,

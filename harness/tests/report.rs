@@ -57,6 +57,8 @@ fn run(fault_phase: Option<&str>) -> RunResult {
             name: (*name).into(),
             description: format!("{name} under test"),
             instances: 4,
+            command: Vec::new(),
+            env: Default::default(),
             send_lag_us: Percentiles::default(),
             events: Vec::new(),
             phases: PHASES
@@ -251,6 +253,27 @@ fn the_report_names_every_target_and_phase_and_is_self_contained() {
     for tag in ["<script", "<link", "<img", "@import", "url("] {
         assert!(!html.contains(tag), "the report loads something: {tag}");
     }
+}
+
+#[test]
+fn the_report_shows_how_each_target_was_started_so_its_client_settings_can_be_judged() {
+    let mut run = run(Some("outage"));
+    run.targets[0].command = vec!["node".into(), "server.mjs".into()];
+    run.targets[0].env = [
+        ("REDIS_COMMAND_TIMEOUT_MS".to_owned(), "20".to_owned()),
+        ("PORT".to_owned(), "{port}".to_owned()),
+    ]
+    .into();
+    let dir = folder_with(&run);
+    let html = std::fs::read_to_string(write_report(dir.path()).unwrap()).unwrap();
+    assert!(html.contains("REDIS_COMMAND_TIMEOUT_MS=20"), "{html}");
+    assert!(html.contains("PORT={port}"));
+    assert!(html.contains("node server.mjs"));
+    assert_eq!(
+        html.matches("Started with").count(),
+        1,
+        "only targets with settings say so"
+    );
 }
 
 #[test]

@@ -63,6 +63,8 @@ fn run() -> RunResult {
         name: name.into(),
         description: String::new(),
         instances: 4,
+        command: Vec::new(),
+        env: Default::default(),
         send_lag_us: Percentiles::default(),
         events: vec![],
         phases: vec![

@@ -386,6 +386,16 @@ fn target_section(out: &mut String, t: &TargetResult, plots: &TargetPlots) -> st
         if t.instances == 1 { "" } else { "s" },
         ms(t.send_lag_us.p99)
     )?;
+    if !t.command.is_empty() || !t.env.is_empty() {
+        // The exact client settings a reader needs to judge the comparison.
+        let env: Vec<String> = t.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        writeln!(
+            out,
+            "<details><summary>Started with</summary><pre>{}\n{}</pre></details>",
+            esc(&env.join("\n")),
+            esc(&t.command.join(" "))
+        )?;
+    }
     if !t.events.is_empty() {
         writeln!(out, "<p>Events:</p>\n<ul>")?;
         for e in &t.events {

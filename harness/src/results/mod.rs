@@ -4,6 +4,8 @@
 pub mod folder;
 pub mod read;
 
+use std::collections::BTreeMap;
+
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -94,6 +96,12 @@ pub struct TargetResult {
     pub name: String,
     pub description: String,
     pub instances: u32,
+    /// How each instance was started: the manifest's command and environment (the exact
+    /// client settings), with per-instance placeholders such as `{port}` left unexpanded.
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
     /// The load generator's lateness for this target: actual − scheduled send, µs.
     pub send_lag_us: Percentiles,
     pub events: Vec<Event>,
@@ -143,6 +151,8 @@ pub struct TargetFacts {
     pub name: String,
     pub description: String,
     pub instances: u32,
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
     pub events: Vec<Event>,
     /// One per scenario phase.
     pub phases: Vec<PhaseFacts>,
@@ -218,6 +228,8 @@ pub fn build_targets(
             name: f.name.clone(),
             description: f.description.clone(),
             instances: f.instances,
+            command: f.command.clone(),
+            env: f.env.clone(),
             send_lag_us: Percentiles::of(&measured.send_lag[t]),
             events: f.events.clone(),
             phases: scenario

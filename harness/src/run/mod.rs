@@ -228,6 +228,8 @@ pub async fn run(
             name: def.name.clone(),
             description: def.description.clone(),
             instances,
+            command: def.command.clone(),
+            env: def.env.clone(),
             events: events[t].clone(),
             phases: phase_facts
                 .iter()
