@@ -344,7 +344,19 @@ fn recovery(
         .filter(|s| s.at_s >= steady.start_s && s.at_s + 1.0 <= steady.end_s)
         .collect();
     let band = Band::from_steady(&in_steady).ok_or("the steady phase had no traffic")?;
-    Ok(recovery::recovery_s(&samples, fault.end_s, &band))
+    // Several faults in one run: each one's recovery ends where the next fault begins.
+    let next_fault = target
+        .phases
+        .iter()
+        .filter(|p| p.start_s >= fault.end_s && !p.faults.is_empty())
+        .map(|p| p.start_s)
+        .reduce(f64::min);
+    Ok(recovery::recovery_s(
+        &samples,
+        fault.end_s,
+        next_fault,
+        &band,
+    ))
 }
 
 /// Checks every gate against a run; `series` is needed for `recovery_s`.

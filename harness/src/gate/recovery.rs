@@ -94,12 +94,19 @@ impl Band {
     }
 }
 
-/// Seconds from `fault_end_s` until every later second with traffic is within `band`;
-/// `None` ("never") if the last such second is outside it, or none comes after the fault.
-pub fn recovery_s(after: &[SecondSample], fault_end_s: f64, band: &Band) -> Option<f64> {
+/// Seconds from `fault_end_s` until every later second with traffic, up to `until_s` (the
+/// next fault, or the end of the run), is within `band`; `None` ("never") if the last such
+/// second is outside it, or none comes after the fault.
+pub fn recovery_s(
+    after: &[SecondSample],
+    fault_end_s: f64,
+    until_s: Option<f64>,
+    band: &Band,
+) -> Option<f64> {
     let later: Vec<&SecondSample> = after
         .iter()
         .filter(|s| s.at_s + 1.0 > fault_end_s && s.offered > 0)
+        .filter(|s| until_s.is_none_or(|until| s.at_s < until))
         .collect();
     let last_bad = later.iter().rposition(|s| !band.holds(s));
     let first_good = match last_bad {
@@ -143,14 +150,14 @@ mod tests {
             s(42.0, 1.0, 0.0),
             s(43.0, 1.2, 0.01),
         ];
-        assert_eq!(recovery_s(&after, 40.0, &band), Some(2.0));
+        assert_eq!(recovery_s(&after, 40.0, None, &band), Some(2.0));
     }
 
     #[test]
     fn a_target_in_band_at_once_recovers_in_zero_seconds() {
         let band = Band::from_steady(&steady()).unwrap();
         let after = [s(40.0, 1.0, 0.0), s(41.0, 1.0, 0.0)];
-        assert_eq!(recovery_s(&after, 40.0, &band), Some(0.0));
+        assert_eq!(recovery_s(&after, 40.0, None, &band), Some(0.0));
     }
 
     #[test]
@@ -162,17 +169,31 @@ mod tests {
             s(42.0, 1.0, 0.9),
             s(43.0, 1.0, 0.0),
         ];
-        assert_eq!(recovery_s(&after, 40.0, &band), Some(3.0));
+        assert_eq!(recovery_s(&after, 40.0, None, &band), Some(3.0));
+    }
+
+    #[test]
+    fn recovery_from_one_fault_is_judged_before_the_next_fault_begins() {
+        let band = Band::from_steady(&steady()).unwrap();
+        let after = [
+            s(40.0, 30.0, 0.5),
+            s(41.0, 1.0, 0.0),
+            s(42.0, 1.0, 0.0),
+            // The next fault, from 43 s: not a relapse of the first.
+            s(43.0, 50.0, 1.0),
+        ];
+        assert_eq!(recovery_s(&after, 40.0, Some(43.0), &band), Some(1.0));
+        assert_eq!(recovery_s(&after, 40.0, None, &band), None);
     }
 
     #[test]
     fn never_if_the_run_ends_out_of_band_or_nothing_follows() {
         let band = Band::from_steady(&steady()).unwrap();
         assert_eq!(
-            recovery_s(&[s(40.0, 1.0, 0.0), s(41.0, 50.0, 0.0)], 40.0, &band),
+            recovery_s(&[s(40.0, 1.0, 0.0), s(41.0, 50.0, 0.0)], 40.0, None, &band),
             None
         );
-        assert_eq!(recovery_s(&[], 40.0, &band), None);
+        assert_eq!(recovery_s(&[], 40.0, None, &band), None);
     }
 
     #[test]
@@ -181,7 +202,7 @@ mod tests {
         let mut quiet = s(41.0, 99.0, 1.0);
         quiet.offered = 0;
         assert_eq!(
-            recovery_s(&[s(40.0, 1.0, 0.0), quiet], 40.0, &band),
+            recovery_s(&[s(40.0, 1.0, 0.0), quiet], 40.0, None, &band),
             Some(0.0)
         );
         let silent: Vec<SecondSample> = steady()
