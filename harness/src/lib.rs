@@ -11,6 +11,7 @@ pub mod gate;
 pub mod infra;
 pub mod load;
 pub mod metrics;
+pub mod outcomes;
 pub mod report;
 pub mod results;
 pub mod run;

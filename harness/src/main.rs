@@ -36,6 +36,9 @@ enum Command {
         /// A results folder.
         results: PathBuf,
     },
+    /// What each target did under each fault of a run (one Markdown table per fault) and the
+    /// scenario's [[claims]] confirmed or refuted; to stdout, or --out FILE.
+    Outcomes(OutcomesArgs),
     /// Baselines for `compare`.
     #[command(subcommand)]
     Baseline(BaselineCommand),
@@ -81,6 +84,18 @@ struct CompareArgs {
     /// Also write the comparison as Markdown here (and to $GITHUB_STEP_SUMMARY when set).
     #[arg(long)]
     markdown: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct OutcomesArgs {
+    /// A results folder.
+    results: PathBuf,
+    /// Write the document here instead of to stdout.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The command the document names for regenerating it (default: the two failmode commands).
+    #[arg(long)]
+    regenerate: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -161,7 +176,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     .unwrap_or_else(|e| format!("INVALID: {e}"));
                 println!("  {name:<18} {description}");
             }
-            println!("\ntargets (targets/*/target.toml):");
+            println!("\ntargets (targets/**/target.toml):");
             for def in targets::manifest::discover(&root.join("targets"))? {
                 println!("  {:<18} {}", def.name, def.description);
             }
@@ -170,6 +185,29 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Report { results } => {
             let path = report::html::write_report(&results)?;
             println!("report: {}", path.display());
+            Ok(exit_code(0))
+        }
+        Command::Outcomes(args) => {
+            let outcomes = failmode::outcomes::read(&args.results)?;
+            let regenerate = args.regenerate.unwrap_or_else(|| {
+                format!(
+                    "failmode run {} && failmode outcomes results/latest{}",
+                    outcomes.run.scenario,
+                    args.out
+                        .as_ref()
+                        .map(|p| format!(" --out {}", p.display()))
+                        .unwrap_or_default()
+                )
+            });
+            let markdown = failmode::outcomes::render(&outcomes, &regenerate);
+            match &args.out {
+                Some(path) => {
+                    std::fs::write(path, &markdown)
+                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+                    println!("outcomes: {}", path.display());
+                }
+                None => print!("{markdown}"),
+            }
             Ok(exit_code(0))
         }
         Command::Baseline(BaselineCommand::Save { results, dir }) => {

@@ -33,8 +33,12 @@ pub enum Metric {
     P50Ms,
     P99Ms,
     P999Ms,
+    /// 2xx ÷ offered: how much was served at all.
+    Rate2xx,
     /// 429s ÷ offered (0.05 = 5 %).
     Rate429,
+    /// 503s ÷ offered (a deliberate "unavailable", e.g. NGINX's limit_req default).
+    Rate503,
     /// 5xx ÷ offered.
     Rate5xx,
     /// A count of refused, reset and timed-out requests.
@@ -47,11 +51,13 @@ pub enum Metric {
     StoreAmplification,
 }
 
-const METRICS: [(&str, Metric); 10] = [
+const METRICS: [(&str, Metric); 12] = [
     ("p50_ms", Metric::P50Ms),
     ("p99_ms", Metric::P99Ms),
     ("p999_ms", Metric::P999Ms),
+    ("rate_2xx", Metric::Rate2xx),
     ("rate_429", Metric::Rate429),
+    ("rate_503", Metric::Rate503),
     ("rate_5xx", Metric::Rate5xx),
     ("transport_errors", Metric::TransportErrors),
     ("over_admission", Metric::OverAdmission),
@@ -76,7 +82,12 @@ impl Metric {
     pub fn format(self, v: f64) -> String {
         match self {
             Self::P50Ms | Self::P99Ms | Self::P999Ms => format!("{v:.1} ms"),
-            Self::Rate429 | Self::Rate5xx | Self::OverAdmission | Self::WrongfulDenial => {
+            Self::Rate2xx
+            | Self::Rate429
+            | Self::Rate503
+            | Self::Rate5xx
+            | Self::OverAdmission
+            | Self::WrongfulDenial => {
                 format!("{:.1} %", v * 100.0)
             }
             Self::TransportErrors => format!("{v:.0}"),
@@ -288,7 +299,9 @@ fn tenant_value(metric: Metric, t: &TenantResult) -> Option<f64> {
         Metric::P50Ms => ms(t.latency_us.p50),
         Metric::P99Ms => ms(t.latency_us.p99),
         Metric::P999Ms => ms(t.latency_us.p999),
+        Metric::Rate2xx => share(c.admitted, c.offered),
         Metric::Rate429 => share(c.limited, c.offered),
+        Metric::Rate503 => share(c.unavailable, c.offered),
         Metric::Rate5xx => share(c.errors_5xx(), c.offered),
         Metric::TransportErrors => c.transport_error as f64,
         Metric::OverAdmission => t.over_admission,
@@ -326,7 +339,9 @@ fn seconds_of(run: &RunResult, target: &str, series: &[SeriesRow]) -> Vec<Second
         .collect()
 }
 
-fn recovery(
+/// Seconds from the end of `fault` until `target` is back in its steady band (see
+/// [`recovery`]); `Ok(None)`: never.
+pub fn recovery_time(
     run: &RunResult,
     target: &TargetResult,
     fault: &PhaseResult,
@@ -406,7 +421,9 @@ pub fn evaluate(
                     ))
                 })?;
             let actual = match (gate.metric, &gate.tenant) {
-                (Metric::RecoveryS, _) => recovery(run, target, phase, series).map_err(&invalid)?,
+                (Metric::RecoveryS, _) => {
+                    recovery_time(run, target, phase, series).map_err(&invalid)?
+                }
                 (Metric::StoreAmplification, _) => phase.store_amplification,
                 (m, Some(name)) => {
                     let tenant =

@@ -77,6 +77,8 @@ pub struct Scenario {
     pub max_in_flight_per_target: usize,
     /// Thresholds as written; `failmode gate` enforces them.
     pub gates: Vec<toml::Table>,
+    /// Claims as written (`[[claims]]`); `failmode outcomes` confirms or refutes them.
+    pub claims: Vec<toml::Table>,
     /// The file's text, kept for the results folder.
     pub source: String,
 }
@@ -314,6 +316,7 @@ impl Scenario {
                 .map_or(DEFAULT_REQUEST_TIMEOUT, |d| d.0),
             max_in_flight_per_target: max_in_flight,
             gates: raw.gates,
+            claims: raw.claims,
             source: text.to_owned(),
         })
     }

@@ -54,6 +54,9 @@ pub(crate) struct RawScenario {
     /// Thresholds; enforced by `failmode gate`.
     #[serde(default)]
     pub(crate) gates: Vec<toml::Table>,
+    /// Statements from elsewhere to test against the run; judged by `failmode outcomes`.
+    #[serde(default)]
+    pub(crate) claims: Vec<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]

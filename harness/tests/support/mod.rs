@@ -1,0 +1,175 @@
+//! A synthetic results folder (run.json, series.csv) for tests that read one: two targets, one
+//! that admits everything during the outage and one that answers 500.
+
+// Each test crate that includes this uses part of it.
+#![allow(dead_code)]
+
+use std::fmt::Write as _;
+
+use failmode::metrics::Counts;
+use failmode::results::read::SERIES_HEADER;
+use failmode::results::{
+    LoadTotals, Percentiles, PhaseResult, RunResult, SCHEMA_VERSION, TargetResult, TenantResult,
+};
+
+pub(crate) const TARGETS: [&str; 2] = ["alpha-open", "beta-closed"];
+pub(crate) const TENANTS: [(&str, u64); 2] = [("acme", 120), ("globex", 20)];
+/// (name, start s, end s, faults)
+pub(crate) const PHASES: [(&str, f64, f64, &[&str]); 3] = [
+    ("steady", 0.0, 10.0, &[]),
+    ("outage", 10.0, 20.0, &["down"]),
+    ("recovery", 20.0, 30.0, &[]),
+];
+
+pub(crate) fn tenant(name: &str, offered: u64, admitted: u64, length_s: f64) -> TenantResult {
+    let allowance = 50.0 * length_s;
+    let entitled = (offered as f64).min(allowance);
+    TenantResult {
+        name: name.into(),
+        counts: Counts {
+            offered,
+            admitted,
+            limited: offered - admitted,
+            ..Counts::default()
+        },
+        allowance,
+        entitled,
+        over_admission: ((admitted as f64 - allowance) / allowance).max(0.0),
+        wrongful_denial: ((entitled - admitted as f64) / entitled).max(0.0),
+        admitted_per_s: admitted as f64 / length_s,
+        latency_us: Percentiles {
+            p50: 500,
+            p90: 800,
+            p99: 2_000,
+            p999: 20_000,
+            max: 30_000,
+        },
+        service_time_us: Percentiles::default(),
+    }
+}
+
+/// Two targets × three phases × two tenants; `fault_phase` names the phase with faults, if any.
+pub(crate) fn run(fault_phase: Option<&str>) -> RunResult {
+    let targets = TARGETS
+        .iter()
+        .map(|name| TargetResult {
+            name: (*name).into(),
+            description: format!("{name} under test"),
+            instances: 4,
+            command: Vec::new(),
+            env: Default::default(),
+            send_lag_us: Percentiles::default(),
+            events: Vec::new(),
+            phases: PHASES
+                .iter()
+                .map(|(phase, start_s, end_s, faults)| {
+                    let length = end_s - start_s;
+                    let tenants: Vec<TenantResult> = TENANTS
+                        .iter()
+                        .map(|(t, rate)| {
+                            let offered = rate * length as u64;
+                            tenant(t, offered, offered.min(50 * length as u64), length)
+                        })
+                        .collect();
+                    let mut all = tenant(
+                        "all",
+                        tenants.iter().map(|t| t.counts.offered).sum(),
+                        tenants.iter().map(|t| t.counts.admitted).sum(),
+                        length,
+                    );
+                    all.allowance = 100.0 * length;
+                    let faulty = fault_phase == Some(*phase);
+                    PhaseResult {
+                        name: (*phase).into(),
+                        start_s: *start_s,
+                        end_s: *end_s,
+                        faults: if faulty {
+                            faults.iter().map(|f| (*f).to_owned()).collect()
+                        } else {
+                            Vec::new()
+                        },
+                        faults_applied_at_s: faulty.then_some(*start_s),
+                        faults_removed_at_s: faulty.then_some(*end_s),
+                        fallbacks: None,
+                        store_commands: Some(1_000),
+                        store_amplification: Some(1.0),
+                        tenants,
+                        all,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    RunResult {
+        schema_version: SCHEMA_VERSION,
+        scenario: "synthetic-outage".into(),
+        description: "A synthetic run with <markup> & ampersands.".into(),
+        seed: 7,
+        duration_scale: 1.0,
+        git_revision: Some("0123abcd".into()),
+        started_at: "2026-01-02T03:04:05Z".into(),
+        duration_s: 30.0,
+        partial: false,
+        limit: 50.0,
+        window_s: 1.0,
+        load: LoadTotals::default(),
+        notes: vec!["note <b>one</b>".into()],
+        targets,
+    }
+}
+
+/// One row per second × target × tenant, and the `"all"` rows; the second target refuses
+/// everything during the outage with 500s.
+pub(crate) fn series() -> String {
+    let mut csv = format!("{SERIES_HEADER}\n");
+    for (ti, target) in TARGETS.iter().enumerate() {
+        for second in 0..30u64 {
+            let (phase, outage) = match second {
+                0..10 => ("steady", false),
+                10..20 => ("outage", true),
+                _ => ("recovery", false),
+            };
+            let mut all = [0u64; 4];
+            let (p50, p99) = if outage {
+                (40_000, 90_000)
+            } else {
+                (500, 1_500)
+            };
+            for (name, rate) in TENANTS {
+                let (admitted, limited, server_error) = if outage && ti == 1 {
+                    (0, 0, rate)
+                } else if outage {
+                    (rate, 0, 0)
+                } else {
+                    (rate.min(50), rate.saturating_sub(50), 0)
+                };
+                for (sum, v) in all.iter_mut().zip([rate, admitted, limited, server_error]) {
+                    *sum += v;
+                }
+                writeln!(
+                    csv,
+                    "{target},{name},{second},{phase},{rate},{admitted},{limited},0,{server_error},0,0,0,{p50},{p99},{p99}"
+                )
+                .unwrap();
+            }
+            let [offered, admitted, limited, server_error] = all;
+            writeln!(
+                csv,
+                "{target},all,{second},{phase},{offered},{admitted},{limited},0,{server_error},0,0,0,{p50},{p99},{p99}"
+            )
+            .unwrap();
+        }
+    }
+    csv
+}
+
+pub(crate) fn folder_with(run: &RunResult) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("run.json"),
+        serde_json::to_string_pretty(run).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("series.csv"), series()).unwrap();
+    dir
+}
