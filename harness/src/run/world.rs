@@ -98,9 +98,25 @@ impl World {
                 instances: Vec::new(),
             });
             let slot = world.targets.len() - 1;
-            for index in 0..count as usize {
-                let instance = targets::start_instance(def, index, &launch, &http).await?;
-                world.targets[slot].instances.push(instance);
+            // All of a target's instances at once: interpreters (Node, gunicorn) take a second
+            // or more each to come up.
+            let started = join_all(
+                (0..count as usize)
+                    .map(|index| targets::start_instance(def, index, &launch, &http)),
+            )
+            .await;
+            let mut first_error = None;
+            for result in started {
+                match result {
+                    // Kept even when a sibling failed, so the world stops them.
+                    Ok(instance) => world.targets[slot].instances.push(instance),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            if let Some(e) = first_error {
+                return Err(e.into());
             }
         }
         Ok(world)
