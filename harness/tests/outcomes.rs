@@ -180,6 +180,7 @@ checks = [{ target = "beta-closed", phase = "outage", metric = "rate_5xx", min =
         "`STORE_TIMEOUT_MS=20`",
         "started as `node beta.mjs`",
         "acme 120/s, globex 20/s",
+        "- note <b>one</b>",
     ] {
         assert!(md.contains(needle), "{needle:?} missing from:\n{md}");
     }

@@ -164,6 +164,12 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
          phase's band and stay there (until the next fault).",
         humantime::format_duration(s.request_timeout)
     )?;
+    if !run.notes.is_empty() {
+        writeln!(out, "\n**Notes from the run:**\n")?;
+        for note in &run.notes {
+            writeln!(out, "- {note}")?;
+        }
+    }
     for t in &o.tables {
         table(out, t)?;
     }

@@ -277,3 +277,119 @@ pub fn build_targets(
         })
         .collect()
 }
+
+/// Above this share of errors before any fault, a target is broken with a healthy Redis, and
+/// whatever it does under a fault says nothing about its failure mode.
+const HEALTHY_ERROR_SHARE: f64 = 0.01;
+
+/// Notes naming each target that answered 5xx or not at all before the first fault: with a
+/// healthy store, that is a broken target (seen: a limiter built before its Redis client was
+/// ready caches the failed script load and answers 500 forever), not a failure mode.
+pub fn broken_before_any_fault(targets: &[TargetResult]) -> Vec<String> {
+    targets
+        .iter()
+        .filter_map(|t| {
+            let before: Vec<&PhaseResult> = t
+                .phases
+                .iter()
+                .take_while(|p| p.faults.is_empty())
+                .collect();
+            let mut counts = Counts::default();
+            for p in &before {
+                counts.merge(&p.all.counts);
+            }
+            let errors = counts.errors_5xx() + counts.transport_error + counts.other_status;
+            let share = errors as f64 / counts.offered.max(1) as f64;
+            (share > HEALTHY_ERROR_SHARE).then(|| {
+                format!(
+                    "{} answered {:.1} % of requests with an error (5xx {}, no answer {}, other {}) \
+                     before any fault ({}), with Redis healthy: the target itself is broken \
+                     (see its log), so its figures under faults do not show a failure mode",
+                    t.name,
+                    share * 100.0,
+                    counts.errors_5xx(),
+                    counts.transport_error,
+                    counts.other_status,
+                    before
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(name: &str, faults: &[&str], counts: Counts) -> PhaseResult {
+        let all = TenantResult {
+            name: "all".into(),
+            counts,
+            allowance: 0.0,
+            entitled: 0.0,
+            over_admission: 0.0,
+            wrongful_denial: 0.0,
+            admitted_per_s: 0.0,
+            latency_us: Percentiles::default(),
+            service_time_us: Percentiles::default(),
+        };
+        PhaseResult {
+            name: name.into(),
+            start_s: 0.0,
+            end_s: 1.0,
+            faults: faults.iter().map(|f| (*f).to_owned()).collect(),
+            faults_applied_at_s: None,
+            faults_removed_at_s: None,
+            fallbacks: None,
+            store_commands: None,
+            store_amplification: None,
+            tenants: Vec::new(),
+            all,
+        }
+    }
+
+    fn target(name: &str, steady: Counts) -> TargetResult {
+        let outage = Counts {
+            offered: 100,
+            server_error: 100,
+            ..Counts::default()
+        };
+        TargetResult {
+            name: name.into(),
+            description: String::new(),
+            instances: 1,
+            command: Vec::new(),
+            env: BTreeMap::new(),
+            send_lag_us: Percentiles::default(),
+            events: Vec::new(),
+            phases: vec![
+                phase("steady", &[], steady),
+                phase("fault", &["down"], outage),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_target_erring_before_any_fault_is_named_and_errors_under_the_fault_are_not() {
+        let healthy = Counts {
+            offered: 1000,
+            admitted: 995,
+            server_error: 5,
+            ..Counts::default()
+        };
+        let broken = Counts {
+            offered: 1000,
+            server_error: 1000,
+            ..Counts::default()
+        };
+        let notes =
+            broken_before_any_fault(&[target("healthy", healthy), target("broken", broken)]);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("broken answered 100.0 %"), "{notes:?}");
+        assert!(notes[0].contains("(steady)"), "{notes:?}");
+    }
+}

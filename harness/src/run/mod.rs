@@ -262,6 +262,8 @@ pub async fn run(
             summary.dropped, scenario.max_in_flight_per_target
         ));
     }
+    let targets = results::build_targets(&scenario, &measured, &facts, ran_for);
+    notes.extend(results::broken_before_any_fault(&targets));
     let result = RunResult {
         schema_version: SCHEMA_VERSION,
         scenario: scenario.name.clone(),
@@ -281,7 +283,7 @@ pub async fn run(
             cancelled: summary.cancelled,
         },
         notes,
-        targets: results::build_targets(&scenario, &measured, &facts, ran_for),
+        targets,
     };
     let write_error = |source| RunError::Results {
         path: folder.path.clone(),
