@@ -8,7 +8,8 @@ export PATH := justfile_directory() / ".tools/bin" + ":" + env_var('PATH')
 default:
     @just --list
 
-# Install what the tests and runs need and is missing (redis-server, toxiproxy-server); idempotent.
+# Install what the tests and runs need and is missing: redis-server, toxiproxy-server, the Node.js
+# targets' packages (npm ci) and the Python targets' virtualenv (.tools/python); idempotent.
 setup:
     @scripts/setup.sh
 
@@ -20,6 +21,12 @@ chaos NAME *ARGS: setup build
 # Run a scenario and check its gates: exit 1 if any target breaks one (`just gate slow-redis`).
 gate NAME *ARGS: setup build
     target/release/failmode run {{NAME}} --no-build --gate {{ARGS}}
+
+# The reference beside the Node.js and Python limiters people deploy, through a slow, a hung and a
+# cut Redis (about 3 minutes); regenerates docs/peers.md from the run. Flags go to `failmode run`.
+peers *ARGS: setup build
+    target/release/failmode run peers --no-build {{ARGS}}
+    target/release/failmode outcomes results/latest --out docs/peers.md --regenerate "just peers{{ if ARGS == "" { "" } else { " " + ARGS } }}"
 
 # List the scenarios and the targets.
 list: build
