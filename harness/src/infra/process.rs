@@ -169,6 +169,23 @@ impl ChildProcess {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        Self::spawn_in(name, None, program, args, envs, log_path)
+    }
+
+    /// [`spawn`](Self::spawn) in the working directory `dir` (targets' relative paths, such
+    /// as `node targets/node/…/server.js`, are relative to the workspace root).
+    pub fn spawn_in<I, S>(
+        name: &str,
+        dir: Option<&Path>,
+        program: impl AsRef<Path>,
+        args: I,
+        envs: &[(String, String)],
+        log_path: &Path,
+    ) -> Result<Self, InfraError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let program = resolve(program.as_ref())?;
         let args: Vec<_> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
         let log_error = |source| InfraError::Log {
@@ -191,7 +208,11 @@ impl ChildProcess {
         writeln!(log, "--- failmode: starting {name}: {command_line}").map_err(log_error)?;
         let stderr = log.try_clone().map_err(log_error)?;
 
-        let child = Command::new(&program)
+        let mut command = Command::new(&program);
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
+        let child = command
             .args(&args)
             .envs(envs.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())

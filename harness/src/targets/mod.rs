@@ -153,8 +153,15 @@ pub async fn start_instance(
             .collect();
         let log = launch.log_dir.join(format!("{}-{index}.log", def.name));
         let name = format!("{} instance {index}", def.name);
-        let process =
-            ChildProcess::spawn(&name, &program, &command[1..], &env, &log).map_err(infra)?;
+        let process = ChildProcess::spawn_in(
+            &name,
+            Some(launch.root),
+            &program,
+            &command[1..],
+            &env,
+            &log,
+        )
+        .map_err(infra)?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let mut instance = Instance {
             index,

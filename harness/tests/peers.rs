@@ -1,0 +1,277 @@
+//! The peer limiters (targets/node, targets/python) as real targets: each one's contract on a
+//! real redis-server, and each family's documented outage behaviour through a real Toxiproxy
+//! cut, run by the harness on a scaled-down seed 000 population. Needs `just setup` (the
+//! packages and the virtualenv); a missing install fails with the command that fixes it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use failmode::infra::RedisServer;
+use failmode::results::{RunResult, TenantResult};
+use failmode::run::progress::Say;
+use failmode::run::{RunOptions, run};
+use failmode::scenario::Scenario;
+use failmode::targets::{self, Launch, TargetDef};
+use tokio_util::sync::CancellationToken;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn def(name: &str) -> TargetDef {
+    let all = targets::manifest::discover(&workspace().join("targets")).unwrap();
+    targets::manifest::select(&all, &[name.to_owned()])
+        .unwrap()
+        .remove(0)
+}
+
+/// Runs the target's build step (the install check) once per test, as `failmode run` does.
+async fn built(name: &str) -> TargetDef {
+    let def = def(name);
+    targets::build(std::slice::from_ref(&def), &workspace())
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}\n(run `just setup` to install the peer targets)"));
+    def
+}
+
+const LIMIT: u32 = 5;
+
+/// One instance on a real Redis: ready, exactly `LIMIT` admitted per window for a caller, 429
+/// beyond, another caller counted apart, no caller header refused.
+async fn contract(name: &str) {
+    let def = built(name).await;
+    let logs = tempfile::tempdir().unwrap();
+    let mut redis = RedisServer::start(&format!("redis-{name}"), logs.path())
+        .await
+        .unwrap();
+    let redis_url = redis.url();
+    // A window far longer than the test: every request lands in the first one, whichever
+    // algorithm (fixed or sliding window, GCRA) the library uses.
+    let launch = Launch {
+        root: &workspace(),
+        log_dir: logs.path(),
+        redis_url: &redis_url,
+        instance_count: 1,
+        limit: f64::from(LIMIT),
+        window: Duration::from_secs(60),
+    };
+    let http = reqwest::Client::new();
+    let mut instance = targets::start_instance(&def, 0, &launch, &http)
+        .await
+        .unwrap_or_else(|e| panic!("{name} did not start: {e}"));
+    let url = format!("http://{}{}", instance.addr, def.request_path);
+    let status = |caller: Option<&'static str>| {
+        let mut request = http.get(&url).timeout(Duration::from_secs(2));
+        if let Some(c) = caller {
+            request = request.header(def.caller_header.as_str(), c);
+        }
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+
+    let mut acme = Vec::new();
+    for _ in 0..LIMIT + 3 {
+        acme.push(status(Some("acme")).await);
+    }
+    let globex = status(Some("globex")).await;
+    let anonymous = status(None).await;
+    let log = instance.process.log_tail();
+    instance.process.stop(Duration::from_secs(2)).await.unwrap();
+    redis.stop().await.unwrap();
+
+    let expected: Vec<u16> = (0..LIMIT + 3)
+        .map(|i| if i < LIMIT { 200 } else { 429 })
+        .collect();
+    assert_eq!(acme, expected, "{name}: {LIMIT} admitted, then 429\n{log}");
+    assert_eq!(globex, 200, "{name}: callers are counted apart\n{log}");
+    assert_eq!(anonymous, 400, "{name}: no caller key, no decision\n{log}");
+}
+
+#[tokio::test]
+async fn express_rate_limit_keeps_the_contract() {
+    contract("express-rate-limit").await;
+}
+
+#[tokio::test]
+async fn express_rate_limit_pass_keeps_the_contract() {
+    contract("express-rate-limit-pass").await;
+}
+
+#[tokio::test]
+async fn rate_limiter_flexible_keeps_the_contract() {
+    contract("rate-limiter-flexible").await;
+}
+
+#[tokio::test]
+async fn rate_limiter_flexible_insurance_keeps_the_contract() {
+    contract("rate-limiter-flexible-insurance").await;
+}
+
+#[tokio::test]
+async fn fastify_rate_limit_keeps_the_contract() {
+    contract("fastify-rate-limit").await;
+}
+
+#[tokio::test]
+async fn fastify_rate_limit_skip_keeps_the_contract() {
+    contract("fastify-rate-limit-skip").await;
+}
+
+#[tokio::test]
+async fn flask_limiter_keeps_the_contract() {
+    contract("flask-limiter").await;
+}
+
+#[tokio::test]
+async fn flask_limiter_swallow_keeps_the_contract() {
+    contract("flask-limiter-swallow").await;
+}
+
+#[tokio::test]
+async fn flask_limiter_fallback_keeps_the_contract() {
+    contract("flask-limiter-fallback").await;
+}
+
+/// Seed 000's population on 4 instances per target: 3 s healthy, Redis cut for 6 s, 4 s after.
+fn cut(targets: &[&str]) -> Scenario {
+    let mut text = String::from(
+        r#"
+name = "test-peers-cut"
+seed = 5
+[policy]
+limit = 50
+window = "1s"
+[[tenants]]
+name = "acme"
+rate = 120
+[[tenants]]
+name = "globex"
+rate = 20
+[[tenants]]
+name = "initech"
+rate = 5
+[[phases]]
+name = "steady"
+start = "0s"
+end = "3s"
+[[phases]]
+name = "fault"
+start = "3s"
+end = "9s"
+faults = [{ type = "down" }]
+[[phases]]
+name = "recovery"
+start = "9s"
+end = "13s"
+"#,
+    );
+    for t in targets {
+        text.push_str(&format!("[[targets]]\nname = \"{t}\"\ninstances = 4\n"));
+    }
+    Scenario::parse(&text, "test-peers-cut").unwrap()
+}
+
+async fn run_cut(targets: &[&str]) -> (RunResult, tempfile::TempDir) {
+    let out = tempfile::tempdir().unwrap();
+    let outcome = run(
+        RunOptions {
+            root: workspace(),
+            results_root: out.path().to_owned(),
+            scenario: cut(targets),
+            duration_scale: 1.0,
+            targets: None,
+            out: Some(out.path().join("run")),
+            build: true,
+        },
+        CancellationToken::new(),
+        &Say::default(),
+    )
+    .await
+    .unwrap();
+    let r = outcome.result;
+    assert!(!r.partial);
+    // Healthy first: a target broken with a healthy Redis would make any outage figure moot.
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    for t in &r.targets {
+        let steady = t.phases.iter().find(|p| p.name == "steady").unwrap();
+        let acme = steady.tenants.iter().find(|x| x.name == "acme").unwrap();
+        assert!(
+            acme.over_admission < 0.1 && acme.admitted_per_s > 40.0,
+            "{} holds acme to the limit while healthy: {acme:?}",
+            t.name
+        );
+    }
+    (r, out)
+}
+
+fn tenant<'a>(run: &'a RunResult, target: &str, phase: &str, tenant: &str) -> &'a TenantResult {
+    run.targets
+        .iter()
+        .find(|t| t.name == target)
+        .and_then(|t| t.phases.iter().find(|p| p.name == phase))
+        .and_then(|p| {
+            if tenant == "all" {
+                Some(&p.all)
+            } else {
+                p.tenants.iter().find(|t| t.name == tenant)
+            }
+        })
+        .unwrap_or_else(|| panic!("{target}/{phase}/{tenant} missing"))
+}
+
+/// Share of the phase's requests answered with `status` class.
+fn share(t: &TenantResult, part: u64) -> f64 {
+    part as f64 / t.counts.offered as f64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn express_rate_limit_answers_500_during_a_cut_unless_it_passes_on_store_errors() {
+    let (r, _out) = run_cut(&["express-rate-limit", "express-rate-limit-pass"]).await;
+    // The first requests of the cut can still be answered over the closing connection.
+    let strict = tenant(&r, "express-rate-limit", "fault", "all");
+    assert!(
+        share(strict, strict.counts.server_error) > 0.97,
+        "passOnStoreError false: the store error becomes a 500: {strict:?}"
+    );
+    let pass = tenant(&r, "express-rate-limit-pass", "fault", "acme");
+    assert!(
+        pass.over_admission > 1.3,
+        "passOnStoreError true: everything admitted, acme's 120/s included: {pass:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limiter_flexible_refuses_with_429_during_a_cut_and_its_insurance_shares_the_limit() {
+    let (r, _out) = run_cut(&["rate-limiter-flexible", "rate-limiter-flexible-insurance"]).await;
+    let plain = tenant(&r, "rate-limiter-flexible", "fault", "all");
+    assert!(
+        share(plain, plain.counts.limited) > 0.97,
+        "the documented middleware answers 429 to a store error: {plain:?}"
+    );
+    // Insurance: floor(50 / 4) = 12 per instance per second, 4 instances: 48/s for acme.
+    let acme = tenant(&r, "rate-limiter-flexible-insurance", "fault", "acme");
+    assert!(
+        (42.0..=54.0).contains(&acme.admitted_per_s),
+        "insurance admits about limit / instances per instance: {acme:?}"
+    );
+    for quiet in ["globex", "initech"] {
+        let t = tenant(&r, "rate-limiter-flexible-insurance", "fault", quiet);
+        assert!(t.wrongful_denial < 0.05, "{quiet} stays served: {t:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fastify_rate_limit_answers_500_during_a_cut_unless_it_skips_on_error() {
+    let (r, _out) = run_cut(&["fastify-rate-limit", "fastify-rate-limit-skip"]).await;
+    let strict = tenant(&r, "fastify-rate-limit", "fault", "all");
+    assert!(
+        share(strict, strict.counts.server_error) > 0.97,
+        "skipOnError false: the store error becomes a 500: {strict:?}"
+    );
+    let skip = tenant(&r, "fastify-rate-limit-skip", "fault", "acme");
+    assert!(
+        skip.over_admission > 1.3,
+        "skipOnError true: everything admitted: {skip:?}"
+    );
+}
