@@ -275,3 +275,34 @@ async fn fastify_rate_limit_answers_500_during_a_cut_unless_it_skips_on_error() 
         "skipOnError true: everything admitted: {skip:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flask_limiter_answers_500_during_a_cut_unless_it_swallows_errors_or_falls_back_to_memory()
+{
+    let (r, _out) = run_cut(&[
+        "flask-limiter",
+        "flask-limiter-swallow",
+        "flask-limiter-fallback",
+    ])
+    .await;
+    let strict = tenant(&r, "flask-limiter", "fault", "all");
+    assert!(
+        share(strict, strict.counts.server_error) > 0.97,
+        "by default the storage error propagates to a 500: {strict:?}"
+    );
+    let swallow = tenant(&r, "flask-limiter-swallow", "fault", "acme");
+    assert!(
+        swallow.over_admission > 1.3,
+        "swallow_errors admits everything: {swallow:?}"
+    );
+    // The same limit in memory on each of 4 instances: 4 × 50/s, so acme's 120/s all pass.
+    let acme = tenant(&r, "flask-limiter-fallback", "fault", "acme");
+    assert!(
+        acme.over_admission > 1.3,
+        "the in-memory fallback applies the whole limit per instance: {acme:?}"
+    );
+    for quiet in ["globex", "initech"] {
+        let t = tenant(&r, "flask-limiter-fallback", "fault", quiet);
+        assert!(t.wrongful_denial < 0.05, "{quiet} stays served: {t:?}");
+    }
+}
