@@ -172,6 +172,7 @@ checks = [{ target = "beta-closed", phase = "outage", metric = "rate_5xx", min =
     for needle in [
         "# Outcomes of `synthetic-outage`",
         "Regenerate with `just peers`",
+        "## `steady` (0–10 s): Redis healthy",
         "## `outage` (10–20 s): down",
         "wrongful denial in `recovery`",
         "| beta-closed |  |  |  | 100.0 % |  |",

@@ -192,7 +192,14 @@ async fn run_cut(targets: &[&str]) -> (RunResult, tempfile::TempDir) {
     let r = outcome.result;
     assert!(!r.partial);
     // Healthy first: a target broken with a healthy Redis would make any outage figure moot.
-    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    // A busy test machine may add a note that it was short of CPU; nothing else is expected.
+    assert!(
+        r.notes
+            .iter()
+            .all(|n| n.starts_with("the load generator sent late")),
+        "{:?}",
+        r.notes
+    );
     for t in &r.targets {
         let steady = t.phases.iter().find(|p| p.name == "steady").unwrap();
         let acme = steady.tenants.iter().find(|x| x.name == "acme").unwrap();

@@ -127,7 +127,14 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
     .unwrap();
     let r = &outcome.result;
     assert!(!r.partial);
-    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    // A busy test machine may add a note that it was short of CPU; nothing else is expected.
+    assert!(
+        r.notes
+            .iter()
+            .all(|n| n.starts_with("the load generator sent late")),
+        "{:?}",
+        r.notes
+    );
 
     // While healthy, every target holds acme to the limit and admits the others in full.
     for target in ["fail-open", "fail-closed", "reference"] {

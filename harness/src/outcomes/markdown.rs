@@ -95,6 +95,38 @@ fn table(out: &mut String, t: &FaultTable) -> std::fmt::Result {
     Ok(())
 }
 
+/// The baseline: each target with a healthy Redis.
+fn healthy(out: &mut String, t: &FaultTable) -> std::fmt::Result {
+    writeln!(
+        out,
+        "\n## `{}` ({:.0}–{:.0} s): Redis healthy\n",
+        t.phase, t.start_s, t.end_s
+    )?;
+    writeln!(
+        out,
+        "| target | 2xx | 429 | 503 | other 5xx | no answer | p50 ms | p99 ms | over-admission | wrongful denial |"
+    )?;
+    writeln!(out, "|{}", "---|".repeat(10))?;
+    for o in &t.rows {
+        let a = &o.answers;
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            o.target,
+            share(a.ok),
+            share(a.limited),
+            share(a.unavailable),
+            share(a.server_error),
+            share(a.failed),
+            ms(o.p50_ms),
+            ms(o.p99_ms),
+            worst(o.over_admission.as_ref()),
+            worst(o.wrongful_denial.as_ref()),
+        )?;
+    }
+    Ok(())
+}
+
 /// The whole document. `regenerate` is the command a reader runs to produce it again.
 pub fn render(o: &Outcomes, regenerate: &str) -> String {
     let mut out = String::new();
@@ -169,6 +201,9 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
         for note in &run.notes {
             writeln!(out, "- {note}")?;
         }
+    }
+    if let Some(h) = &o.healthy {
+        healthy(out, h)?;
     }
     for t in &o.tables {
         table(out, t)?;

@@ -111,6 +111,9 @@ pub struct Outcomes {
     pub folder: String,
     pub run: RunResult,
     pub scenario: Scenario,
+    /// The first phase, when it has no fault: every target with a healthy Redis, the
+    /// baseline the fault tables are read against.
+    pub healthy: Option<FaultTable>,
     pub tables: Vec<FaultTable>,
     pub claims: Vec<JudgedClaim>,
 }
@@ -188,6 +191,30 @@ pub fn tables(run: &RunResult, series: &[SeriesRow]) -> Vec<FaultTable> {
         .collect()
 }
 
+/// The first phase of the run, if no fault acts in it.
+pub fn healthy(run: &RunResult, series: &[SeriesRow]) -> Option<FaultTable> {
+    let first = run.targets.first()?.phases.first()?;
+    if !first.faults.is_empty() {
+        return None;
+    }
+    let rows = run
+        .targets
+        .iter()
+        .filter_map(|t| {
+            let phase = t.phases.first()?;
+            Some(outcome(run, series, t, phase, None))
+        })
+        .collect();
+    Some(FaultTable {
+        phase: first.name.clone(),
+        faults: Vec::new(),
+        start_s: first.start_s,
+        end_s: first.end_s,
+        after: None,
+        rows,
+    })
+}
+
 /// Reads a results folder (`run.json`, `series.csv`, `scenario.toml`) into its outcomes.
 pub fn read(folder: &Path) -> Result<Outcomes, OutcomesError> {
     let run = RunResult::read(folder)?;
@@ -201,6 +228,7 @@ pub fn read(folder: &Path) -> Result<Outcomes, OutcomesError> {
         .map_err(|e| scenario_error(format!("{}: {e}", path.display())))?;
     let scenario = Scenario::parse(&text, &path.display().to_string())
         .map_err(|e| scenario_error(e.to_string()))?;
+    let healthy = healthy(&run, &series);
     let tables = tables(&run, &series);
     if tables.is_empty() {
         return Err(OutcomesError::NoFaults);
@@ -211,6 +239,7 @@ pub fn read(folder: &Path) -> Result<Outcomes, OutcomesError> {
         folder: folder.display().to_string(),
         run,
         scenario,
+        healthy,
         tables,
         claims,
     })

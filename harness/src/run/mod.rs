@@ -264,6 +264,7 @@ pub async fn run(
     }
     let targets = results::build_targets(&scenario, &measured, &facts, ran_for);
     notes.extend(results::broken_before_any_fault(&targets));
+    notes.extend(results::machine_saturated(&targets));
     let result = RunResult {
         schema_version: SCHEMA_VERSION,
         scenario: scenario.name.clone(),
