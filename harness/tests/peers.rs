@@ -123,6 +123,11 @@ async fn fastify_rate_limit_skip_keeps_the_contract() {
 }
 
 #[tokio::test]
+async fn rate_limiter_flexible_node_redis_keeps_the_contract() {
+    contract("rate-limiter-flexible-node-redis").await;
+}
+
+#[tokio::test]
 async fn flask_limiter_keeps_the_contract() {
     contract("flask-limiter").await;
 }
@@ -137,11 +142,12 @@ async fn flask_limiter_fallback_keeps_the_contract() {
     contract("flask-limiter-fallback").await;
 }
 
-/// Seed 000's population on 4 instances per target: 3 s healthy, Redis cut for 6 s, 4 s after.
-fn cut(targets: &[&str]) -> Scenario {
-    let mut text = String::from(
+/// Seed 000's population on 4 instances per target: 3 s healthy, `fault` (a TOML inline
+/// table) for 6 s, 4 s after.
+fn scenario(targets: &[&str], fault: &str) -> Scenario {
+    let mut text = format!(
         r#"
-name = "test-peers-cut"
+name = "test-peers"
 seed = 5
 [policy]
 limit = 50
@@ -163,24 +169,24 @@ end = "3s"
 name = "fault"
 start = "3s"
 end = "9s"
-faults = [{ type = "down" }]
+faults = [{fault}]
 [[phases]]
 name = "recovery"
 start = "9s"
 end = "13s"
-"#,
+"#
     );
     for t in targets {
         text.push_str(&format!("[[targets]]\nname = \"{t}\"\ninstances = 4\n"));
     }
-    Scenario::parse(&text, "test-peers-cut").unwrap()
+    Scenario::parse(&text, "test-peers").unwrap()
 }
 
 /// One scaled-down run at a time: two at once on 2 cores push interpreted targets past their
 /// 20 ms Redis budget while Redis is healthy, which is the machine, not the library.
 static ONE_RUN_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn run_cut(targets: &[&str]) -> (RunResult, tempfile::TempDir) {
+async fn run_with(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDir) {
     let _alone = ONE_RUN_AT_A_TIME.lock().await;
     for t in targets {
         built(t).await;
@@ -190,7 +196,7 @@ async fn run_cut(targets: &[&str]) -> (RunResult, tempfile::TempDir) {
         RunOptions {
             root: workspace(),
             results_root: out.path().to_owned(),
-            scenario: cut(targets),
+            scenario: scenario(targets, fault),
             duration_scale: 1.0,
             targets: None,
             out: Some(out.path().join("run")),
@@ -202,8 +208,13 @@ async fn run_cut(targets: &[&str]) -> (RunResult, tempfile::TempDir) {
     )
     .await
     .unwrap_or_else(|e| panic!("{targets:?}: {e}"));
-    let r = outcome.result;
-    assert!(!r.partial);
+    assert!(!outcome.result.partial);
+    (outcome.result, out)
+}
+
+/// A run through `fault` of targets that are healthy while Redis is.
+async fn run_healthy_then(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDir) {
+    let (r, out) = run_with(targets, fault).await;
     // Healthy first: a target broken with a healthy Redis would make any outage figure moot.
     // A busy test machine may add a note that it was short of CPU; nothing else is expected.
     assert!(
@@ -224,6 +235,9 @@ async fn run_cut(targets: &[&str]) -> (RunResult, tempfile::TempDir) {
     }
     (r, out)
 }
+
+const CUT: &str = r#"{ type = "down" }"#;
+const HANG: &str = r#"{ type = "hang" }"#;
 
 fn tenant<'a>(run: &'a RunResult, target: &str, phase: &str, tenant: &str) -> &'a TenantResult {
     run.targets
@@ -247,7 +261,7 @@ fn share(t: &TenantResult, part: u64) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn express_rate_limit_answers_500_during_a_cut_unless_it_passes_on_store_errors() {
-    let (r, _out) = run_cut(&["express-rate-limit", "express-rate-limit-pass"]).await;
+    let (r, _out) = run_healthy_then(&["express-rate-limit", "express-rate-limit-pass"], CUT).await;
     // The first requests of the cut can still be answered over the closing connection.
     let strict = tenant(&r, "express-rate-limit", "fault", "all");
     assert!(
@@ -263,7 +277,11 @@ async fn express_rate_limit_answers_500_during_a_cut_unless_it_passes_on_store_e
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limiter_flexible_refuses_with_429_during_a_cut_and_its_insurance_shares_the_limit() {
-    let (r, _out) = run_cut(&["rate-limiter-flexible", "rate-limiter-flexible-insurance"]).await;
+    let (r, _out) = run_healthy_then(
+        &["rate-limiter-flexible", "rate-limiter-flexible-insurance"],
+        CUT,
+    )
+    .await;
     let plain = tenant(&r, "rate-limiter-flexible", "fault", "all");
     assert!(
         share(plain, plain.counts.limited) > 0.97,
@@ -283,7 +301,7 @@ async fn rate_limiter_flexible_refuses_with_429_during_a_cut_and_its_insurance_s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fastify_rate_limit_answers_500_during_a_cut_unless_it_skips_on_error() {
-    let (r, _out) = run_cut(&["fastify-rate-limit", "fastify-rate-limit-skip"]).await;
+    let (r, _out) = run_healthy_then(&["fastify-rate-limit", "fastify-rate-limit-skip"], CUT).await;
     let strict = tenant(&r, "fastify-rate-limit", "fault", "all");
     assert!(
         share(strict, strict.counts.server_error) > 0.97,
@@ -299,11 +317,14 @@ async fn fastify_rate_limit_answers_500_during_a_cut_unless_it_skips_on_error() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flask_limiter_answers_500_during_a_cut_unless_it_swallows_errors_or_falls_back_to_memory()
 {
-    let (r, _out) = run_cut(&[
-        "flask-limiter",
-        "flask-limiter-swallow",
-        "flask-limiter-fallback",
-    ])
+    let (r, _out) = run_healthy_then(
+        &[
+            "flask-limiter",
+            "flask-limiter-swallow",
+            "flask-limiter-fallback",
+        ],
+        CUT,
+    )
     .await;
     let strict = tenant(&r, "flask-limiter", "fault", "all");
     assert!(
@@ -325,4 +346,38 @@ async fn flask_limiter_answers_500_during_a_cut_unless_it_swallows_errors_or_fal
         let t = tenant(&r, "flask-limiter-fallback", "fault", quiet);
         assert!(t.wrongful_denial < 0.05, "{quiet} stays served: {t:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_node_redis_a_hung_redis_hangs_requests_instead_of_failing_them() {
+    let (r, _out) = run_healthy_then(&["rate-limiter-flexible-node-redis"], HANG).await;
+    // node-redis drops its command timeout once the command is written: nothing answers
+    // until the 2 s request timeout, except the requests Toxiproxy's hang lets die at its end.
+    let hung = tenant(&r, "rate-limiter-flexible-node-redis", "fault", "all");
+    assert!(
+        share(hung, hung.counts.transport_error) > 0.5,
+        "most requests get no answer: {hung:?}"
+    );
+    assert!(
+        hung.latency_us.p50 >= 1_900_000,
+        "the median request waits out the client's 2 s: {hung:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limiter_built_before_its_redis_client_is_ready_is_named_as_broken() {
+    let (r, _out) = run_with(&["express-rate-limit-eager"], CUT).await;
+    let steady = tenant(&r, "express-rate-limit-eager", "steady", "all");
+    assert_eq!(
+        steady.counts.server_error, steady.counts.offered,
+        "the cached failed script load answers 500 with a healthy Redis"
+    );
+    assert!(
+        r.notes.iter().any(
+            |n| n.starts_with("express-rate-limit-eager answered 100.0 %")
+                && n.contains("the target itself is broken")
+        ),
+        "{:?}",
+        r.notes
+    );
 }

@@ -107,3 +107,15 @@ export function whenReady(client) {
     client.once('end', onEnd);
   });
 }
+
+/** The client kind runTarget uses by default (see lib/target.js). */
+export const ioredis = {
+  name: 'ioredis',
+  logKey: 'ioredis',
+  packages: ['ioredis'],
+  readSettings: readRedisSettings,
+  create: createRedis,
+  effectiveOptions,
+  whenReady,
+  close: async (client) => client.disconnect(),
+};
