@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use failmode::infra::workspace_root;
 use failmode::results::folder::timestamp;
 use failmode::run::progress::Say;
-use failmode::run::{RunError, RunOptions, run};
+use failmode::run::{RunError, RunOptions, run, run_in_batches};
 use failmode::scenario::{self, Scenario};
 use failmode::{compare, gate, report, targets};
 use tokio_util::sync::CancellationToken;
@@ -133,6 +133,11 @@ struct RunArgs {
     /// decide on distributions rather than one noisy run.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    /// Run the targets N at a time, one batch after another through the whole timeline, into
+    /// batch-1/ … of one results folder that reads as one run: on a small machine, many
+    /// targets at once queue for CPU and their latency becomes the machine's.
+    #[arg(long)]
+    batch: Option<usize>,
 }
 
 fn exit_code(code: u8) -> ExitCode {
@@ -252,6 +257,14 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             if args.repeat == 0 {
                 anyhow::bail!("--repeat must be at least 1");
             }
+            if args.batch == Some(0) {
+                anyhow::bail!("--batch must be at least 1");
+            }
+            if args.batch.is_some() && args.repeat > 1 {
+                anyhow::bail!(
+                    "--batch and --repeat cannot be combined yet: run the batches once per repeat"
+                );
+            }
             let mut scenario = Scenario::find(&args.scenario, &root.join("scenarios"))?;
             if let Some(seed) = args.seed {
                 scenario.seed = seed;
@@ -274,24 +287,23 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 if args.repeat > 1 {
                     say.line(&format!("repeat {k} of {}", args.repeat));
                 }
-                let outcome = run(
-                    RunOptions {
-                        results_root: results_root.clone(),
-                        root: root.clone(),
-                        scenario: scenario.clone(),
-                        duration_scale: args.duration_scale,
-                        targets: args.targets.clone(),
-                        out: match &repeat_folder {
-                            Some(folder) => Some(folder.join(format!("run-{k}"))),
-                            None => args.out.clone(),
-                        },
-                        // Building once is enough.
-                        build: !args.no_build && k == 1,
+                let options = RunOptions {
+                    results_root: results_root.clone(),
+                    root: root.clone(),
+                    scenario: scenario.clone(),
+                    duration_scale: args.duration_scale,
+                    targets: args.targets.clone(),
+                    out: match &repeat_folder {
+                        Some(folder) => Some(folder.join(format!("run-{k}"))),
+                        None => args.out.clone(),
                     },
-                    interrupt.clone(),
-                    &say,
-                )
-                .await;
+                    // Building once is enough.
+                    build: !args.no_build && k == 1,
+                };
+                let outcome = match args.batch {
+                    Some(size) => run_in_batches(options, size, interrupt.clone(), &say).await,
+                    None => run(options, interrupt.clone(), &say).await,
+                };
                 let outcome = match outcome {
                     Ok(outcome) => outcome,
                     Err(e @ RunError::InterruptedBeforeLoad(_)) => {

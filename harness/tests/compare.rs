@@ -179,6 +179,7 @@ fn repeat(scenario: &str, targets: &[(&str, Behaviour)], seed: u64) -> Repeat {
         window_s: 1.0,
         load: LoadTotals::default(),
         notes: Vec::new(),
+        batches: Vec::new(),
         targets,
     };
     Repeat { run, seconds }

@@ -534,3 +534,93 @@ fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
         "children left running"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targets_run_in_batches_join_into_one_results_folder_that_reads_as_one_run() {
+    let out = tempfile::tempdir().unwrap();
+    let text = r#"
+name = "test-batches"
+seed = 3
+[policy]
+limit = 50
+window = "1s"
+[[tenants]]
+name = "acme"
+rate = 120
+[[targets]]
+name = "fail-open"
+instances = 2
+[[targets]]
+name = "fail-closed"
+instances = 2
+[[targets]]
+name = "reference"
+instances = 2
+[[phases]]
+name = "steady"
+start = "0s"
+end = "2s"
+[[phases]]
+name = "fault"
+start = "2s"
+end = "5s"
+faults = [{ type = "down" }]
+[[phases]]
+name = "recovery"
+start = "5s"
+end = "6s"
+"#;
+    let folder = out.path().join("joined");
+    let outcome = failmode::run::run_in_batches(
+        RunOptions {
+            root: workspace(),
+            results_root: out.path().to_owned(),
+            scenario: Scenario::parse(text, "test-batches").unwrap(),
+            duration_scale: 1.0,
+            targets: None,
+            out: Some(folder.clone()),
+            build: true,
+        },
+        2,
+        CancellationToken::new(),
+        &Say::default(),
+    )
+    .await
+    .unwrap();
+    let r = &outcome.result;
+    assert_eq!(
+        r.batches,
+        [vec!["fail-open", "fail-closed"], vec!["reference"]]
+    );
+    assert!(!r.partial);
+    for batch in ["batch-1", "batch-2"] {
+        assert!(
+            folder.join(batch).join("logs").is_dir(),
+            "{batch} keeps its logs"
+        );
+    }
+    // The joined folder is an ordinary results folder: read back, gated, tabulated.
+    let back = RunResult::read(&folder).unwrap();
+    assert_eq!(&back, r);
+    let series = failmode::results::read::read_series(&folder).unwrap();
+    for t in ["fail-open", "fail-closed", "reference"] {
+        assert!(
+            series.iter().any(|row| row.target == t && row.second == 3),
+            "{t} has its seconds in series.csv"
+        );
+    }
+    let closed = tenant(r, "fail-closed", "fault", "acme");
+    assert_eq!(
+        closed.counts.admitted, 0,
+        "fail-closed refused during the cut"
+    );
+    let open = tenant(r, "fail-open", "fault", "acme");
+    assert!(
+        open.over_admission > 1.2,
+        "fail-open let acme through: {open:?}"
+    );
+    let outcomes = failmode::outcomes::read(&folder).unwrap();
+    let md = failmode::outcomes::render(&outcomes, "test");
+    assert!(md.contains("ran in 2 batches"), "{md}");
+    assert!(folder.join("report.html").is_file());
+}

@@ -87,6 +87,7 @@ fn run() -> RunResult {
         window_s: 1.0,
         load: Default::default(),
         notes: vec![],
+        batches: Vec::new(),
         targets: vec![target("reference", 1500), target("fail-open", 3600)],
     }
 }

@@ -176,12 +176,13 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
         out,
         "Every target is configured with the same limit, {} requests per {} per caller, and \
          runs {} instances behind an even balancer{}, each target with its own Redis behind its \
-         own Toxiproxy proxy; the faults hit every target's proxy at the same moment. Load is \
-         open-model (requests are sent on schedule, whatever the answers): {}.\n",
+         own Toxiproxy proxy. {} Load is open-model (requests are sent on schedule, whatever \
+         the answers): {}.\n",
         s.limit,
         humantime::format_duration(s.window),
         instances(run),
         if sticky { " (some tenants pinned)" } else { "" },
+        together(run),
         tenants.join(", ")
     )?;
     writeln!(
@@ -260,6 +261,21 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
         }
     }
     Ok(())
+}
+
+/// How the targets shared the machine and the timeline.
+fn together(run: &crate::results::RunResult) -> String {
+    if run.batches.len() < 2 {
+        return "The faults hit every target's proxy at the same moment.".into();
+    }
+    let batches: Vec<String> = run.batches.iter().map(|b| b.join(", ")).collect();
+    format!(
+        "The targets ran in {} batches, one after another through the same timeline, so that \
+         they did not queue for the machine's CPU ({}); within a batch, the faults hit every \
+         target's proxy at the same moment.",
+        run.batches.len(),
+        batches.join("; then ")
+    )
 }
 
 fn instances(run: &crate::results::RunResult) -> String {

@@ -1,6 +1,7 @@
 //! `run.json`: the versioned record of one run (schema in `harness/schema/run.schema.json`),
 //! and the results folder around it.
 
+pub mod batches;
 pub mod folder;
 pub mod read;
 
@@ -133,6 +134,9 @@ pub struct RunResult {
     pub window_s: f64,
     pub load: LoadTotals,
     pub notes: Vec<String>,
+    /// When the targets ran a few at a time (`--batch`): the names in each batch, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<Vec<String>>,
     pub targets: Vec<TargetResult>,
 }
 

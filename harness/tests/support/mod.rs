@@ -114,6 +114,7 @@ pub(crate) fn run(fault_phase: Option<&str>) -> RunResult {
         window_s: 1.0,
         load: LoadTotals::default(),
         notes: vec!["note <b>one</b>".into()],
+        batches: Vec::new(),
         targets,
     }
 }
