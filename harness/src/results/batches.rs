@@ -196,7 +196,7 @@ mod tests {
             split(&names, 2),
             [vec!["a", "b"], vec!["c", "d"], vec!["e"]]
         );
-        assert_eq!(split(&names, 0), [names.clone()]);
+        assert_eq!(split(&names, 0), std::slice::from_ref(&names));
         assert_eq!(split(&names, 9), [names]);
     }
 
