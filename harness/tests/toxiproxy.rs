@@ -502,3 +502,39 @@ async fn wait_for_tcp_returns_once_the_child_listens() {
     wait_for_tcp(redis.addr(), BOUND, &mut child).await.unwrap();
     child.stop(Duration::from_secs(1)).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_stall_stops_redis_itself_with_connections_open_and_queued_commands_run_when_it_ends()
+{
+    let w = world().await;
+    let player = failmode::faults::timeline::Player::new(w.api.clone(), vec![w.proxy.clone()])
+        .with_redis_groups(vec![Some(i32::try_from(w.redis.pid()).unwrap())]);
+    let stall = [failmode::faults::Fault::Stall {}];
+    let mut stream = connect(w.listen).await;
+    ping(&mut stream, BOUND).await.unwrap();
+
+    assert!(player.apply("stalled", &stall).await[0].is_ok());
+    // Nothing answers, through the proxy or directly, yet the connection stays open.
+    let err = ping(&mut stream, Duration::from_millis(300)).await.unwrap_err();
+    assert!(err.contains("no answer"), "{err}");
+    let mut direct = connect(w.redis.addr()).await;
+    direct.write_all(b"INCR phantom\r\n").await.unwrap();
+    assert!(w.redis.info("server").await.is_err(), "Redis is stopped");
+
+    assert!(player.remove("stalled", &stall).await[0].is_ok());
+    // The PING the client gave up on, and the INCR sent during the stall, both ran: a
+    // count the caller never saw answered (a phantom hit).
+    let mut pong = [0u8; 7];
+    tokio::time::timeout(BOUND, stream.read_exact(&mut pong))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&pong, b"+PONG\r\n");
+    let mut one = [0u8; 4];
+    tokio::time::timeout(BOUND, direct.read_exact(&mut one))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&one, b":1\r\n");
+    fastest_ping(&mut stream).await;
+}

@@ -16,6 +16,10 @@ pub enum Fault {
     /// Redis holds every connection open and nothing passes either way: commands do not
     /// reach it and no reply comes back (Toxiproxy `timeout` 0 on both directions).
     Hang {},
+    /// Redis itself stops (SIGSTOP to the target's own redis-server, SIGCONT at the end):
+    /// connections stay open, commands wait in the socket buffers and all run when it
+    /// resumes — a Redis blocked by a slow script, a fork or a pause. Not through the proxy.
+    Stall {},
     /// Down for `down` at the start of every `period`, up for the rest, for the whole phase.
     Flap {
         #[serde(with = "crate::duration")]
@@ -43,6 +47,7 @@ impl fmt::Display for Fault {
         match self {
             Self::Down {} => f.write_str("down"),
             Self::Hang {} => f.write_str("hang"),
+            Self::Stall {} => f.write_str("stall (redis-server stopped)"),
             Self::Flap { period, down } => write!(
                 f,
                 "flap: down {} every {}",
@@ -86,6 +91,7 @@ mod tests {
                 { type = "flap", period = "4s", down = "1s" },
                 { type = "latency", latency_ms = 40, jitter_ms = 10 },
                 { type = "timeout", timeout_ms = 0 },
+                { type = "stall" },
             ]"#,
         )
         .unwrap();
@@ -106,6 +112,7 @@ mod tests {
             })
         );
         assert_eq!(faults[3].to_string(), "latency jitter=10 latency=40");
+        assert_eq!(faults[5], Fault::Stall {});
     }
 
     #[test]

@@ -1,10 +1,13 @@
-//! Applying a phase's faults to every target's proxy at the same moment, and removing them.
+//! Applying a phase's faults to every target's proxy (or Redis) at the same moment, and
+//! removing them.
 //!
 //! Each proxy's operations run in their own task, all started together, so targets are
 //! compared side by side; the instant each proxy actually changed is returned for the record.
 
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -24,16 +27,43 @@ enum Op {
     Remove,
 }
 
-/// Drives the faults of the timeline on a set of proxies.
+/// Drives the faults of the timeline on a set of proxies (and, for `stall`, on the Redis
+/// server behind each).
 #[derive(Debug, Clone)]
 pub struct Player {
     toxiproxy: Toxiproxy,
     proxies: Vec<String>,
+    /// Per proxy, the process group of the redis-server behind it.
+    redis_groups: Vec<Option<i32>>,
+}
+
+/// Stops or resumes a redis-server's process group (it leads its own: see `infra::process`).
+fn signal_redis(group: Option<i32>, signal: Signal) -> Result<(), ToxiproxyError> {
+    let op = format!("{signal} to redis-server");
+    let group = group.ok_or_else(|| ToxiproxyError::Invalid {
+        op: op.clone(),
+        reason: "no redis-server process is known for this target".into(),
+    })?;
+    killpg(Pid::from_raw(group), signal).map_err(|e| ToxiproxyError::Invalid {
+        op: format!("{op} (process group {group})"),
+        reason: e.to_string(),
+    })
 }
 
 impl Player {
     pub fn new(toxiproxy: Toxiproxy, proxies: Vec<String>) -> Self {
-        Self { toxiproxy, proxies }
+        let redis_groups = vec![None; proxies.len()];
+        Self {
+            toxiproxy,
+            proxies,
+            redis_groups,
+        }
+    }
+
+    /// The redis-server behind each proxy, in the same order, for `stall`.
+    pub fn with_redis_groups(mut self, groups: Vec<Option<i32>>) -> Self {
+        self.redis_groups = groups;
+        self
     }
 
     /// Applies `faults` to every proxy at once; the outcomes are in `proxies` order.
@@ -56,6 +86,7 @@ impl Player {
                 phase.to_owned(),
                 faults.to_vec(),
             );
+            let redis = self.redis_groups.get(slot).copied().flatten();
             tasks.spawn(async move {
                 let mut outcome = Ok(());
                 for (i, fault) in faults.iter().enumerate() {
@@ -67,6 +98,8 @@ impl Player {
                             client.set_enabled(&proxy, true).await.map(drop)
                         }
                         (Fault::Flap { .. }, Op::Apply) => Ok(()),
+                        (Fault::Stall {}, Op::Apply) => signal_redis(redis, Signal::SIGSTOP),
+                        (Fault::Stall {}, Op::Remove) => signal_redis(redis, Signal::SIGCONT),
                         (Fault::Toxic(kind), Op::Apply) => client
                             .add_toxic(&proxy, &Toxic::new(toxic_name(&phase, i), *kind))
                             .await

@@ -104,6 +104,7 @@ impl RedisServer {
         self.child.signal(Signal::SIGSTOP)
     }
 
+    /// SIGCONT: answers again after [`hang`](Self::hang) or a `stall` fault.
     pub fn resume(&self) -> Result<(), InfraError> {
         self.child.signal(Signal::SIGCONT)
     }

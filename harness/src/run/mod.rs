@@ -418,6 +418,14 @@ async fn play_timeline(
     let player = Player::new(
         world.toxiproxy.clone(),
         world.targets.iter().map(|t| t.proxy.clone()).collect(),
+    )
+    .with_redis_groups(
+        world
+            .targets
+            .iter()
+            // Each redis-server leads its own process group.
+            .map(|t| i32::try_from(t.redis.pid()).ok())
+            .collect(),
     );
     let n = world.targets.len();
     let mut facts = vec![vec![PhaseFacts::default(); n]; scenario.phases.len()];
@@ -459,6 +467,17 @@ async fn play_timeline(
                 }
             }
         }
+        // Faults land at the boundary, and the counters are read right after: except before
+        // a `stall`, which stops Redis, so its counters are read first.
+        let stall_starts = scenario
+            .phases
+            .iter()
+            .any(|p| p.start == at && p.faults.iter().any(|f| matches!(f, Fault::Stall {})));
+        let early = if stall_starts {
+            Some(snapshot::take(world, http).await)
+        } else {
+            None
+        };
         for (p, phase) in scenario
             .phases
             .iter()
@@ -485,7 +504,10 @@ async fn play_timeline(
                 }
             }
         }
-        let reading = snapshot::take(world, http).await;
+        let reading = match early {
+            Some(reading) => reading,
+            None => snapshot::take(world, http).await,
+        };
         for (p, phase) in scenario.phases.iter().enumerate() {
             if phase.end == at
                 && let Some(before) = &readings[p]

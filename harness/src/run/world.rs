@@ -152,6 +152,10 @@ impl World {
         if let Err(e) = self.toxiproxy.reset().await {
             tracing::warn!(error = %e, "could not reset Toxiproxy");
         }
+        // A run interrupted during a `stall` leaves Redis stopped, deaf to SIGTERM.
+        for t in &self.targets {
+            let _ = t.redis.resume();
+        }
         join_all(self.targets.iter_mut().map(|t| async move {
             join_all(t.instances.iter_mut().map(|i| i.process.stop(STOP_GRACE))).await;
             let _ = t.redis.stop().await;
