@@ -504,8 +504,7 @@ async fn wait_for_tcp_returns_once_the_child_listens() {
 }
 
 #[tokio::test]
-async fn a_stall_stops_redis_itself_with_connections_open_and_queued_commands_run_when_it_ends()
-{
+async fn a_stall_stops_redis_itself_with_connections_open_and_queued_commands_run_when_it_ends() {
     let w = world().await;
     let player = failmode::faults::timeline::Player::new(w.api.clone(), vec![w.proxy.clone()])
         .with_redis_groups(vec![Some(i32::try_from(w.redis.pid()).unwrap())]);
@@ -515,7 +514,9 @@ async fn a_stall_stops_redis_itself_with_connections_open_and_queued_commands_ru
 
     assert!(player.apply("stalled", &stall).await[0].is_ok());
     // Nothing answers, through the proxy or directly, yet the connection stays open.
-    let err = ping(&mut stream, Duration::from_millis(300)).await.unwrap_err();
+    let err = ping(&mut stream, Duration::from_millis(300))
+        .await
+        .unwrap_err();
     assert!(err.contains("no answer"), "{err}");
     let mut direct = connect(w.redis.addr()).await;
     direct.write_all(b"INCR phantom\r\n").await.unwrap();
