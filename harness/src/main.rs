@@ -182,8 +182,10 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 println!("  {name:<18} {description}");
             }
             println!("\ntargets (targets/**/target.toml):");
-            for def in targets::manifest::discover(&root.join("targets"))? {
-                println!("  {:<18} {}", def.name, def.description);
+            let defs = targets::manifest::discover(&root.join("targets"))?;
+            let width = defs.iter().map(|d| d.name.len()).max().unwrap_or(0);
+            for def in defs {
+                println!("  {:<width$}  {}", def.name, def.description);
             }
             Ok(exit_code(0))
         }
