@@ -8,7 +8,7 @@ say() { printf 'setup: %s\n' "$*"; }
 # `scripts/setup.sh` sets up everything; `scripts/setup.sh node python` only those parts
 # (target manifests call it that way as their build step).
 PARTS=("$@")
-if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(redis toxiproxy node python); fi
+if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(redis toxiproxy node python go nginx); fi
 
 # A dependency folder is current when the digest of the lockfile it was installed from is
 # the one stamped inside it.
@@ -99,12 +99,33 @@ setup_python() {
   digest "$req" >"$stamp"
 }
 
+# The Go peer targets (targets/go/*): each one's build.sh builds its pinned module into
+# .tools/bin, only when its sources or go.sum changed.
+setup_go() {
+  local script
+  for script in targets/go/*/build.sh; do
+    [ -x "$script" ] || continue
+    if ! command -v go >/dev/null 2>&1; then
+      say "the Go targets need Go 1.23 or later, which is not installed (https://go.dev/dl/)"
+      exit 1
+    fi
+    "$script" | sed 's/^/setup: /'
+  done
+}
+
+# NGINX limit_req, the store-less baseline: Debian's nginx, installed if missing.
+setup_nginx() {
+  if [ -x targets/nginx/build.sh ]; then targets/nginx/build.sh | sed 's/^/setup: /'; fi
+}
+
 for part in "${PARTS[@]}"; do
   case "$part" in
     redis) setup_redis ;;
     toxiproxy) setup_toxiproxy ;;
     node) setup_node ;;
     python) setup_python ;;
-    *) say "unknown part '$part' (known: redis toxiproxy node python)"; exit 64 ;;
+    go) setup_go ;;
+    nginx) setup_nginx ;;
+    *) say "unknown part '$part' (known: redis toxiproxy node python go nginx)"; exit 64 ;;
   esac
 done
