@@ -24,7 +24,7 @@ gate NAME *ARGS: setup build
 
 # The reference beside the Node.js and Python limiters people deploy, through a slow, a hung, a
 # stalled and a cut Redis; regenerates docs/peers.md from the run. Four targets at a time (about
-# 10 minutes): all eleven at once saturate 2 cores. Flags go to `failmode run`.
+# 14 minutes): eleven at once saturated 2 cores. Flags go to `failmode run`.
 peers *ARGS: setup build
     target/release/failmode run peers --no-build --batch 4 {{ARGS}}
     target/release/failmode outcomes results/latest --out docs/peers.md --regenerate "just peers{{ if ARGS == "" { "" } else { " " + ARGS } }}"
