@@ -136,10 +136,16 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
         r.notes
     );
 
-    // While healthy, every target holds acme to the limit and admits the others in full.
+    // While healthy, every target holds acme to the limit and admits the others in full. The
+    // 4 s phase starts anywhere within a Redis window, so it overlaps five of them: the
+    // sliding-window counter may admit up to one window more than 4 × the limit (measured
+    // here: 222 of 200 once, 0.11; the bar used to be 0.1, which that edge can exceed).
     for target in ["fail-open", "fail-closed", "reference"] {
         let acme = tenant(r, target, "steady", "acme");
-        assert!(acme.over_admission < 0.1, "{target} steady acme {acme:?}");
+        assert!(
+            acme.counts.admitted as f64 <= acme.allowance + r.limit,
+            "{target} steady acme {acme:?}"
+        );
         for quiet in ["globex", "initech"] {
             assert!(
                 tenant(r, target, "steady", quiet).wrongful_denial < 0.05,
