@@ -48,17 +48,25 @@ fn recovery(r: &Result<Option<f64>, String>) -> String {
     }
 }
 
-fn row(out: &mut String, o: &FaultOutcome, with_after: bool) -> std::fmt::Result {
+/// `| target | 2xx | 429 | 503 | other 5xx | no answer |`, without the closing bar.
+fn answers(o: &FaultOutcome) -> String {
     let a = &o.answers;
-    write!(
-        out,
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+    format!(
+        "| {} | {} | {} | {} | {} | {} |",
         o.target,
         share(a.ok),
         share(a.limited),
         share(a.unavailable),
         share(a.server_error),
         share(a.failed),
+    )
+}
+
+fn row(out: &mut String, o: &FaultOutcome, with_after: bool) -> std::fmt::Result {
+    write!(
+        out,
+        "{} {} | {} | {} |",
+        answers(o),
         ms(o.p99_ms),
         worst(o.over_admission.as_ref()),
         worst(o.wrongful_denial.as_ref()),
@@ -108,16 +116,10 @@ fn healthy(out: &mut String, t: &FaultTable) -> std::fmt::Result {
     )?;
     writeln!(out, "|{}", "---|".repeat(10))?;
     for o in &t.rows {
-        let a = &o.answers;
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            o.target,
-            share(a.ok),
-            share(a.limited),
-            share(a.unavailable),
-            share(a.server_error),
-            share(a.failed),
+            "{} {} | {} | {} | {} |",
+            answers(o),
             ms(o.p50_ms),
             ms(o.p99_ms),
             worst(o.over_admission.as_ref()),
