@@ -5,7 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+mod support;
+
 use std::time::Duration;
 
 use failmode::infra::RedisServer;
@@ -14,11 +15,8 @@ use failmode::run::progress::Say;
 use failmode::run::{RunOptions, run};
 use failmode::scenario::Scenario;
 use failmode::targets::{self, Launch, TargetDef};
+use support::{tenant_in, workspace};
 use tokio_util::sync::CancellationToken;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn def(name: &str) -> TargetDef {
     let all = targets::manifest::discover(&workspace().join("targets")).unwrap();
@@ -30,14 +28,16 @@ fn def(name: &str) -> TargetDef {
 /// Builds (installs) one at a time: an install that is out of date replaces node_modules.
 static ONE_BUILD_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Runs the target's build step (the install check) once per test, as `failmode run` does.
-async fn built(name: &str) -> TargetDef {
+/// Runs the targets' build steps (each distinct one once), as `failmode run` does.
+async fn build(names: &[&str]) -> Vec<TargetDef> {
     let _alone = ONE_BUILD_AT_A_TIME.lock().await;
-    let def = def(name);
-    targets::build(std::slice::from_ref(&def), &workspace())
+    let defs: Vec<TargetDef> = names.iter().map(|n| def(n)).collect();
+    targets::build(&defs, &workspace())
         .await
-        .unwrap_or_else(|e| panic!("{name}: {e}\n(run `just setup` to install the peer targets)"));
-    def
+        .unwrap_or_else(|e| {
+            panic!("{names:?}: {e}\n(run `just setup` to install the peer targets)")
+        });
+    defs
 }
 
 const LIMIT: u32 = 5;
@@ -50,7 +50,7 @@ async fn contract(name: &str) {
 
 /// [`contract`], for a target that refuses with another status (NGINX's 503).
 async fn contract_refusing_with(name: &str, refused: u16) {
-    let def = built(name).await;
+    let def = build(&[name]).await.remove(0);
     let logs = tempfile::tempdir().unwrap();
     let mut redis = RedisServer::start(&format!("redis-{name}"), logs.path())
         .await
@@ -221,9 +221,7 @@ static ONE_RUN_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new
 
 async fn run_with(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDir) {
     let _alone = ONE_RUN_AT_A_TIME.lock().await;
-    for t in targets {
-        built(t).await;
-    }
+    build(targets).await;
     let out = tempfile::tempdir().unwrap();
     let outcome = run(
         RunOptions {
@@ -276,39 +274,39 @@ async fn run_healthy_then(targets: &[&str], fault: &str) -> (RunResult, tempfile
 const CUT: &str = r#"{ type = "down" }"#;
 const HANG: &str = r#"{ type = "hang" }"#;
 
-fn tenant<'a>(run: &'a RunResult, target: &str, phase: &str, tenant: &str) -> &'a TenantResult {
-    run.targets
-        .iter()
-        .find(|t| t.name == target)
-        .and_then(|t| t.phases.iter().find(|p| p.name == phase))
-        .and_then(|p| {
-            if tenant == "all" {
-                Some(&p.all)
-            } else {
-                p.tenants.iter().find(|t| t.name == tenant)
-            }
-        })
-        .unwrap_or_else(|| panic!("{target}/{phase}/{tenant} missing"))
-}
-
 /// Share of the phase's requests answered with `status` class.
 fn share(t: &TenantResult, part: u64) -> f64 {
     part as f64 / t.counts.offered as f64
 }
 
+/// Nearly every request of the cut answered 5xx: the first few can still be answered over
+/// the closing connection.
+fn answers_500_in_the_cut(r: &RunResult, target: &str, why: &str) {
+    let all = tenant_in(r, target, "fault", "all");
+    assert!(
+        share(all, all.counts.server_error) > 0.97,
+        "{target}: {why}: {all:?}"
+    );
+}
+
+/// acme's 120/s let through during the cut, against a limit of 50/s.
+fn admits_everything_in_the_cut(r: &RunResult, target: &str, why: &str) {
+    let acme = tenant_in(r, target, "fault", "acme");
+    assert!(acme.over_admission > 1.3, "{target}: {why}: {acme:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn express_rate_limit_answers_500_during_a_cut_unless_it_passes_on_store_errors() {
     let (r, _out) = run_healthy_then(&["express-rate-limit", "express-rate-limit-pass"], CUT).await;
-    // The first requests of the cut can still be answered over the closing connection.
-    let strict = tenant(&r, "express-rate-limit", "fault", "all");
-    assert!(
-        share(strict, strict.counts.server_error) > 0.97,
-        "passOnStoreError false: the store error becomes a 500: {strict:?}"
+    answers_500_in_the_cut(
+        &r,
+        "express-rate-limit",
+        "passOnStoreError false: the store error becomes a 500",
     );
-    let pass = tenant(&r, "express-rate-limit-pass", "fault", "acme");
-    assert!(
-        pass.over_admission > 1.3,
-        "passOnStoreError true: everything admitted, acme's 120/s included: {pass:?}"
+    admits_everything_in_the_cut(
+        &r,
+        "express-rate-limit-pass",
+        "passOnStoreError true: everything admitted, acme's 120/s included",
     );
 }
 
@@ -319,19 +317,19 @@ async fn rate_limiter_flexible_refuses_with_429_during_a_cut_and_its_insurance_s
         CUT,
     )
     .await;
-    let plain = tenant(&r, "rate-limiter-flexible", "fault", "all");
+    let plain = tenant_in(&r, "rate-limiter-flexible", "fault", "all");
     assert!(
         share(plain, plain.counts.limited) > 0.97,
         "the documented middleware answers 429 to a store error: {plain:?}"
     );
     // Insurance: floor(50 / 4) = 12 per instance per second, 4 instances: 48/s for acme.
-    let acme = tenant(&r, "rate-limiter-flexible-insurance", "fault", "acme");
+    let acme = tenant_in(&r, "rate-limiter-flexible-insurance", "fault", "acme");
     assert!(
         (42.0..=54.0).contains(&acme.admitted_per_s),
         "insurance admits about limit / instances per instance: {acme:?}"
     );
     for quiet in ["globex", "initech"] {
-        let t = tenant(&r, "rate-limiter-flexible-insurance", "fault", quiet);
+        let t = tenant_in(&r, "rate-limiter-flexible-insurance", "fault", quiet);
         assert!(t.wrongful_denial < 0.05, "{quiet} stays served: {t:?}");
     }
 }
@@ -339,15 +337,15 @@ async fn rate_limiter_flexible_refuses_with_429_during_a_cut_and_its_insurance_s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fastify_rate_limit_answers_500_during_a_cut_unless_it_skips_on_error() {
     let (r, _out) = run_healthy_then(&["fastify-rate-limit", "fastify-rate-limit-skip"], CUT).await;
-    let strict = tenant(&r, "fastify-rate-limit", "fault", "all");
-    assert!(
-        share(strict, strict.counts.server_error) > 0.97,
-        "skipOnError false: the store error becomes a 500: {strict:?}"
+    answers_500_in_the_cut(
+        &r,
+        "fastify-rate-limit",
+        "skipOnError false: the store error becomes a 500",
     );
-    let skip = tenant(&r, "fastify-rate-limit-skip", "fault", "acme");
-    assert!(
-        skip.over_admission > 1.3,
-        "skipOnError true: everything admitted: {skip:?}"
+    admits_everything_in_the_cut(
+        &r,
+        "fastify-rate-limit-skip",
+        "skipOnError true: everything admitted",
     );
 }
 
@@ -363,24 +361,24 @@ async fn flask_limiter_answers_500_during_a_cut_unless_it_swallows_errors_or_fal
         CUT,
     )
     .await;
-    let strict = tenant(&r, "flask-limiter", "fault", "all");
-    assert!(
-        share(strict, strict.counts.server_error) > 0.97,
-        "by default the storage error propagates to a 500: {strict:?}"
+    answers_500_in_the_cut(
+        &r,
+        "flask-limiter",
+        "by default the storage error propagates to a 500",
     );
-    let swallow = tenant(&r, "flask-limiter-swallow", "fault", "acme");
-    assert!(
-        swallow.over_admission > 1.3,
-        "swallow_errors admits everything: {swallow:?}"
+    admits_everything_in_the_cut(
+        &r,
+        "flask-limiter-swallow",
+        "swallow_errors admits everything",
     );
     // The same limit in memory on each of 4 instances: 4 × 50/s, so acme's 120/s all pass.
-    let acme = tenant(&r, "flask-limiter-fallback", "fault", "acme");
-    assert!(
-        acme.over_admission > 1.3,
-        "the in-memory fallback applies the whole limit per instance: {acme:?}"
+    admits_everything_in_the_cut(
+        &r,
+        "flask-limiter-fallback",
+        "the in-memory fallback applies the whole limit per instance",
     );
     for quiet in ["globex", "initech"] {
-        let t = tenant(&r, "flask-limiter-fallback", "fault", quiet);
+        let t = tenant_in(&r, "flask-limiter-fallback", "fault", quiet);
         assert!(t.wrongful_denial < 0.05, "{quiet} stays served: {t:?}");
     }
 }
@@ -390,7 +388,7 @@ async fn on_node_redis_a_hung_redis_hangs_requests_instead_of_failing_them() {
     let (r, _out) = run_healthy_then(&["rate-limiter-flexible-node-redis"], HANG).await;
     // node-redis drops its command timeout once the command is written: nothing answers
     // until the 2 s request timeout, except the requests Toxiproxy's hang lets die at its end.
-    let hung = tenant(&r, "rate-limiter-flexible-node-redis", "fault", "all");
+    let hung = tenant_in(&r, "rate-limiter-flexible-node-redis", "fault", "all");
     assert!(
         share(hung, hung.counts.transport_error) > 0.5,
         "most requests get no answer: {hung:?}"
@@ -404,7 +402,7 @@ async fn on_node_redis_a_hung_redis_hangs_requests_instead_of_failing_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limiter_built_before_its_redis_client_is_ready_is_named_as_broken() {
     let (r, _out) = run_with(&["express-rate-limit-eager"], CUT).await;
-    let steady = tenant(&r, "express-rate-limit-eager", "steady", "all");
+    let steady = tenant_in(&r, "express-rate-limit-eager", "steady", "all");
     assert_eq!(
         steady.counts.server_error, steady.counts.offered,
         "the cached failed script load answers 500 with a healthy Redis"
@@ -422,25 +420,25 @@ async fn a_limiter_built_before_its_redis_client_is_ready_is_named_as_broken() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn envoys_filter_allows_during_a_cut_unless_failure_mode_deny_answers_500() {
     let (r, _out) = run_healthy_then(&["envoy-ratelimit", "envoy-ratelimit-deny"], CUT).await;
-    let allow = tenant(&r, "envoy-ratelimit", "fault", "acme");
-    assert!(
-        allow.over_admission > 1.3,
-        "failure_mode_deny false (Envoy's default) lets everything through: {allow:?}"
+    admits_everything_in_the_cut(
+        &r,
+        "envoy-ratelimit",
+        "failure_mode_deny false (Envoy's default) lets everything through",
     );
-    let deny = tenant(&r, "envoy-ratelimit-deny", "fault", "all");
-    assert!(
-        share(deny, deny.counts.server_error) > 0.97,
-        "failure_mode_deny true answers status_on_error 500: {deny:?}"
+    answers_500_in_the_cut(
+        &r,
+        "envoy-ratelimit-deny",
+        "failure_mode_deny true answers status_on_error 500",
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn go_redis_rate_answers_500_during_a_cut() {
     let (r, _out) = run_healthy_then(&["go-redis-rate"], CUT).await;
-    let cut = tenant(&r, "go-redis-rate", "fault", "all");
-    assert!(
-        share(cut, cut.counts.server_error) > 0.97,
-        "a store error becomes a 500, as applications on redis_rate write it: {cut:?}"
+    answers_500_in_the_cut(
+        &r,
+        "go-redis-rate",
+        "a store error becomes a 500, as applications on redis_rate write it",
     );
 }
 
@@ -455,7 +453,7 @@ async fn nginx_limit_req_has_no_store_to_lose_and_limits_each_instance_alone() {
         r.notes
     );
     for phase in ["steady", "fault", "recovery"] {
-        let acme = tenant(&r, "nginx-limit-req", phase, "acme");
+        let acme = tenant_in(&r, "nginx-limit-req", phase, "acme");
         // 120/s over 4 instances is 30/s each, under each instance's own 50/s.
         assert!(
             acme.over_admission > 1.3 && acme.counts.unavailable == 0,

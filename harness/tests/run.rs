@@ -4,19 +4,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use failmode::results::{RunResult, TenantResult};
+use failmode::results::RunResult;
 use failmode::run::progress::Say;
 use failmode::run::{RunError, RunOptions, run};
 use failmode::scenario::Scenario;
+use support::{tenant_in, workspace};
 use tokio_util::sync::CancellationToken;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 const OUTAGE: &str = r#"
 name = "test-outage"
@@ -76,15 +75,6 @@ metric = "p99_ms"
 max = 30
 "#;
 
-fn tenant<'a>(run: &'a RunResult, target: &str, phase: &str, tenant: &str) -> &'a TenantResult {
-    run.targets
-        .iter()
-        .find(|t| t.name == target)
-        .and_then(|t| t.phases.iter().find(|p| p.name == phase))
-        .and_then(|p| p.tenants.iter().find(|t| t.name == tenant))
-        .unwrap_or_else(|| panic!("{target}/{phase}/{tenant} missing"))
-}
-
 /// Processes started for a test folder: every child the harness starts writes its stdout to
 /// a log inside the folder (redis-server rewrites its command line, so that cannot be used).
 fn children_logging_under(needle: &str) -> Vec<String> {
@@ -141,14 +131,14 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
     // sliding-window counter may admit up to one window more than 4 × the limit (measured
     // here: 222 of 200 once, 0.11; the bar used to be 0.1, which that edge can exceed).
     for target in ["fail-open", "fail-closed", "reference"] {
-        let acme = tenant(r, target, "steady", "acme");
+        let acme = tenant_in(r, target, "steady", "acme");
         assert!(
             acme.counts.admitted as f64 <= acme.allowance + r.limit,
             "{target} steady acme {acme:?}"
         );
         for quiet in ["globex", "initech"] {
             assert!(
-                tenant(r, target, "steady", quiet).wrongful_denial < 0.05,
+                tenant_in(r, target, "steady", quiet).wrongful_denial < 0.05,
                 "{target} steady {quiet}"
             );
         }
@@ -156,13 +146,13 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
     // During the cut, the BRIEF's table. Tolerances: a fault lands within a few ms of the
     // phase start, and each instance's local share admits whole requests per window
     // (12 of 12.5), so the reference sits up to 4 % under the limit.
-    let acme = tenant(r, "fail-open", "fault", "acme");
+    let acme = tenant_in(r, "fail-open", "fault", "acme");
     assert!(
         (1.25..=1.55).contains(&acme.over_admission),
         "fail-open lets acme through: {acme:?}"
     );
     for quiet in ["globex", "initech"] {
-        let t = tenant(r, "fail-closed", "fault", quiet);
+        let t = tenant_in(r, "fail-closed", "fault", quiet);
         assert!(
             t.wrongful_denial > 0.95,
             "fail-closed refuses {quiet}: {t:?}"
@@ -170,7 +160,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
         assert_eq!(t.counts.admitted, 0, "{quiet}");
         assert!(t.counts.server_error > 0, "fail-closed answers 500");
     }
-    let acme = tenant(r, "reference", "fault", "acme");
+    let acme = tenant_in(r, "reference", "fault", "acme");
     assert!(
         acme.over_admission < 0.1,
         "the reference holds acme near the limit: {acme:?}"
@@ -180,7 +170,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
         "and does not starve it: {acme:?}"
     );
     for quiet in ["globex", "initech"] {
-        let t = tenant(r, "reference", "fault", quiet);
+        let t = tenant_in(r, "reference", "fault", quiet);
         assert!(
             t.wrongful_denial < 0.05,
             "the reference keeps serving {quiet}: {t:?}"
@@ -615,12 +605,12 @@ end = "6s"
             "{t} has its seconds in series.csv"
         );
     }
-    let closed = tenant(r, "fail-closed", "fault", "acme");
+    let closed = tenant_in(r, "fail-closed", "fault", "acme");
     assert_eq!(
         closed.counts.admitted, 0,
         "fail-closed refused during the cut"
     );
-    let open = tenant(r, "fail-open", "fault", "acme");
+    let open = tenant_in(r, "fail-open", "fault", "acme");
     assert!(
         open.over_admission > 1.2,
         "fail-open let acme through: {open:?}"

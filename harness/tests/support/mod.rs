@@ -1,16 +1,43 @@
-//! A synthetic results folder (run.json, series.csv) for tests that read one: two targets, one
-//! that admits everything during the outage and one that answers 500.
+//! What the harness's integration tests share: the workspace, looking a tenant up in a run,
+//! and a synthetic results folder (run.json, series.csv) with two targets, one that admits
+//! everything during the outage and one that answers 500.
 
 // Each test crate that includes this uses part of it.
 #![allow(dead_code)]
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use failmode::metrics::Counts;
 use failmode::results::read::SERIES_HEADER;
 use failmode::results::{
     LoadTotals, Percentiles, PhaseResult, RunResult, SCHEMA_VERSION, TargetResult, TenantResult,
 };
+
+pub(crate) fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// One tenant of one phase of one target of a run; `"all"`: every tenant together.
+pub(crate) fn tenant_in<'a>(
+    run: &'a RunResult,
+    target: &str,
+    phase: &str,
+    tenant: &str,
+) -> &'a TenantResult {
+    run.targets
+        .iter()
+        .find(|t| t.name == target)
+        .and_then(|t| t.phases.iter().find(|p| p.name == phase))
+        .and_then(|p| {
+            if tenant == "all" {
+                Some(&p.all)
+            } else {
+                p.tenants.iter().find(|t| t.name == tenant)
+            }
+        })
+        .unwrap_or_else(|| panic!("{target}/{phase}/{tenant} missing"))
+}
 
 pub(crate) const TARGETS: [&str; 2] = ["alpha-open", "beta-closed"];
 pub(crate) const TENANTS: [(&str, u64); 2] = [("acme", 120), ("globex", 20)];
