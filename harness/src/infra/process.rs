@@ -125,7 +125,7 @@ impl std::fmt::Display for LogExcerpt {
 }
 
 /// "status 1", or "signal 9 (SIGKILL)".
-pub(crate) fn describe_status(status: ExitStatus) -> String {
+pub fn describe_status(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("status {code}"),
         (None, Some(signal)) => match Signal::try_from(signal) {
@@ -281,19 +281,11 @@ impl ChildProcess {
     /// The child's exit status if it has exited, without blocking; `None` while it runs.
     pub fn try_exit(&mut self) -> Option<ExitStatus> {
         if self.exit.is_none() && !self.reaped {
-            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-            match waitid(Id::Pid(Pid::from_raw(self.pid)), flags) {
-                Ok(WaitStatus::Exited(_, code)) => {
-                    self.exit = Some(ExitStatus::from_raw(code << 8))
-                }
-                Ok(WaitStatus::Signaled(_, signal, core)) => {
-                    let core = if core { 0x80 } else { 0 };
-                    self.exit = Some(ExitStatus::from_raw(signal as i32 | core));
-                }
-                // Still running, stopped or continued; ECHILD only if someone else reaped it,
-                // which `try_wait` below still tells us about.
-                Ok(_) => {}
-                Err(_) => {
+            match exit_of(self.pid()) {
+                Exit::Running => {}
+                Exit::Exited(status) => self.exit = Some(status),
+                // ECHILD only if someone else reaped it, which `try_wait` still tells us about.
+                Exit::Unknown => {
                     if let Ok(Some(status)) = self.child.try_wait() {
                         self.exit = Some(status);
                         self.reaped = true;
@@ -522,6 +514,40 @@ pub(crate) fn missing_binary(program: &str) -> InfraError {
         program: program.to_owned(),
         hint,
     }
+}
+
+/// What became of a child of this process, as far as the kernel still knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Running,
+    Exited(ExitStatus),
+    /// Not (or no longer) a child we can wait for: reaped already, or never ours.
+    Unknown,
+}
+
+/// Whether the child `pid` has exited and how, without reaping it (a zombie has exited), so
+/// that a watcher holding only the pid can ask while the owner still reaps it later. The
+/// kernel's wait status, not /proc, so a failure to read /proc cannot pass for a death.
+pub fn exit_of(pid: u32) -> Exit {
+    let Ok(raw) = i32::try_from(pid) else {
+        return Exit::Unknown;
+    };
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(Pid::from_raw(raw)), flags) {
+        Ok(WaitStatus::Exited(_, code)) => Exit::Exited(ExitStatus::from_raw(code << 8)),
+        Ok(WaitStatus::Signaled(_, signal, core)) => {
+            let core = if core { 0x80 } else { 0 };
+            Exit::Exited(ExitStatus::from_raw(signal as i32 | core))
+        }
+        // Still running, stopped (a stalled Redis) or continued.
+        Ok(_) => Exit::Running,
+        Err(_) => Exit::Unknown,
+    }
+}
+
+/// The last `lines` lines of a log file, for a message that must show why a child died.
+pub fn last_lines(path: &Path, lines: usize) -> String {
+    read_tail(path, 0, lines)
 }
 
 /// The last `lines` lines of `path` from byte `from` on; reads at most the last 64 KiB.

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::faults::Fault;
 use crate::faults::timeline::{Player, sleep_until};
 use crate::faults::toxiproxy::ToxiproxyError;
+use crate::infra::process::{Exit, describe_status, exit_of, last_lines};
 use crate::infra::{InfraError, locate};
 use crate::load::{self, LoadPlan, TargetPlan};
 use crate::metrics::{Collector, Shape};
@@ -24,6 +25,9 @@ use crate::scenario::{Scenario, ScenarioError};
 use crate::targets::{self, ManifestError, TargetError, manifest};
 use progress::Say;
 use world::World;
+
+/// How much of a dead child's log its event quotes: enough for gunicorn's or Node's last words.
+const DEATH_LOG_LINES: usize = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -531,15 +535,20 @@ async fn play_timeline(
     facts
 }
 
-fn alive(pid: u32) -> bool {
-    // A zombie has exited: its state letter follows the parenthesised command name.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            stat.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-        .is_some_and(|zombie| !zombie)
+/// How a child that is no longer running ended, or `None` while it runs.
+fn death_of(pid: u32) -> Option<String> {
+    match exit_of(pid) {
+        Exit::Running => None,
+        Exit::Exited(status) => Some(format!("exited with {}", describe_status(status))),
+        // Reaped already (tokio may collect a child it owns): dead only if no such process.
+        Exit::Unknown => {
+            let gone = i32::try_from(pid).map_or(true, |raw| {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None)
+                    == Err(nix::errno::Errno::ESRCH)
+            });
+            gone.then(|| "is gone".to_owned())
+        }
+    }
 }
 
 /// Notices any child (instance or Redis) that dies mid-run; the run goes on.
@@ -580,11 +589,16 @@ async fn watch_children(
                 )
             }));
             for (pid, what, log) in children {
-                if reported.contains(&pid) || alive(pid) {
+                if reported.contains(&pid) {
                     continue;
                 }
+                let Some(how) = death_of(pid) else { continue };
                 reported.push(pid);
-                let detail = format!("{what} (pid {pid}) died; its log: {}", log.display());
+                let detail = format!(
+                    "{what} (pid {pid}) {how}; its log, {}, ends:\n{}",
+                    log.display(),
+                    last_lines(&log, DEATH_LOG_LINES)
+                );
                 tracing::warn!(target = %target.def.name, "{detail}");
                 events.lock().unwrap_or_else(|e| e.into_inner())[t].push(Event {
                     at_s: since(start, Instant::now()),
@@ -611,9 +625,27 @@ mod tests {
         assert!(required("sh", "").is_ok());
     }
 
-    #[test]
-    fn a_dead_or_zombie_pid_is_not_alive() {
-        assert!(alive(std::process::id()));
-        assert!(!alive(u32::MAX));
+    #[tokio::test]
+    async fn a_child_that_exits_is_named_dead_with_its_status_and_a_running_one_is_not() {
+        let mut child = tokio::process::Command::new("sh")
+            .args(["-c", "read _; exit 3"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id().unwrap();
+        assert_eq!(death_of(pid), None);
+        drop(child.stdin.take());
+        // Not reaped: the watcher must see the zombie's status, as it does a child's.
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while death_of(pid).is_none() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("sh exits once its stdin closes");
+        assert_eq!(death_of(pid).as_deref(), Some("exited with status 3"));
+        child.wait().await.unwrap();
+        assert_eq!(death_of(pid).as_deref(), Some("is gone"));
+        assert_eq!(death_of(u32::MAX).as_deref(), Some("is gone"));
     }
 }
