@@ -96,6 +96,34 @@ fn each_fault_gets_a_table_with_a_row_per_target_and_the_phase_after_it() {
 }
 
 #[test]
+fn a_target_still_admitting_everything_after_the_fault_shows_it_beside_its_recovery() {
+    // alpha-open's client has not reconnected: it keeps letting acme through after the fault.
+    let mut run = closed_run();
+    let recovery = run.targets[0]
+        .phases
+        .iter_mut()
+        .find(|p| p.name == "recovery")
+        .unwrap();
+    recovery
+        .tenants
+        .iter_mut()
+        .find(|t| t.name == "acme")
+        .unwrap()
+        .over_admission = 1.4;
+    let dir = folder(&run, SCENARIO);
+    let o = outcomes::read(dir.path()).unwrap();
+    let alpha = &o.tables[0].rows[0];
+    let after = alpha.over_admission_after.as_ref().unwrap();
+    assert_eq!((after.value, after.tenant.as_str()), (1.4, "acme"));
+    let md = outcomes::render(&o, "just peers");
+    assert!(
+        md.contains("over-admission in `recovery` | wrongful denial in `recovery` |")
+            && md.contains("| 140.0 % (acme) | 0 |"),
+        "{md}"
+    );
+}
+
+#[test]
 fn claims_are_confirmed_refuted_or_left_untested_never_assumed() {
     let claims = r#"
 [[claims]]

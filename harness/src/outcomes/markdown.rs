@@ -72,7 +72,12 @@ fn row(out: &mut String, o: &FaultOutcome, with_after: bool) -> std::fmt::Result
         worst(o.wrongful_denial.as_ref()),
     )?;
     if with_after {
-        write!(out, " {} |", worst(o.denial_after.as_ref()))?;
+        write!(
+            out,
+            " {} | {} |",
+            worst(o.over_admission_after.as_ref()),
+            worst(o.denial_after.as_ref())
+        )?;
     }
     writeln!(out, " {} |", recovery(&o.recovery_s))
 }
@@ -92,10 +97,10 @@ fn table(out: &mut String, t: &FaultTable) -> std::fmt::Result {
         "| target | 2xx | 429 | 503 | other 5xx | no answer | p99 ms | over-admission | wrongful denial |"
     )?;
     if let Some(a) = after {
-        write!(out, " wrongful denial in `{a}` |")?;
+        write!(out, " over-admission in `{a}` | wrongful denial in `{a}` |")?;
     }
     writeln!(out, " recovery |")?;
-    let columns = if after.is_some() { 11 } else { 10 };
+    let columns = if after.is_some() { 12 } else { 10 };
     writeln!(out, "|{}", "---|".repeat(columns))?;
     for o in &t.rows {
         row(out, o, after.is_some())?;
@@ -193,10 +198,12 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
          phase (\"no answer\": refused, reset, timed out after {}, or never sent); p99 is \
          measured from the scheduled send, so queueing counts; over-admission is admitted \
          above the limit ÷ the limit, and wrongful denial is entitled requests not admitted ÷ \
-         entitled, both for the worst tenant; the wrongful denial in the phase after the fault \
-         shows late effects (counts applied late, clients still reconnecting); recovery is the \
-         seconds from the fault's end until p99 and wrongful denial are back in the steady \
-         phase's band and stay there (until the next fault).",
+         entitled, both for the worst tenant; over-admission and wrongful denial in the phase \
+         after the fault show late effects (a client still reconnecting, which a fail-open \
+         target spends admitting everything; counts applied late); recovery is the seconds \
+         from the fault's end until p99 and wrongful denial are back in the steady phase's \
+         band and stay there (until the next fault): a target still admitting everything \
+         shows in the over-admission after the fault, not in its recovery.",
         humantime::format_duration(s.request_timeout)
     )?;
     if !run.notes.is_empty() {

@@ -83,6 +83,10 @@ pub struct FaultOutcome {
     pub p99_ms: f64,
     pub over_admission: Option<Worst>,
     pub wrongful_denial: Option<Worst>,
+    /// Over-admission in the fault-free phase right after: a fail-open target still not
+    /// limiting because its client has not reconnected yet. Recovery time does not see it
+    /// (it follows latency and wrongful denial), so it has its own column.
+    pub over_admission_after: Option<Worst>,
     /// Wrongful denial in the fault-free phase right after: requests the store counted late
     /// (phantom hits) or a client still reconnecting.
     pub denial_after: Option<Worst>,
@@ -146,6 +150,7 @@ fn outcome(
         p99_ms: phase.all.latency_us.p99 as f64 / 1000.0,
         over_admission: Worst::of(&phase.tenants, |t| t.over_admission),
         wrongful_denial: Worst::of(&phase.tenants, |t| t.wrongful_denial),
+        over_admission_after: after.and_then(|a| Worst::of(&a.tenants, |t| t.over_admission)),
         denial_after: after.and_then(|a| Worst::of(&a.tenants, |t| t.wrongful_denial)),
         recovery_s: gate::recovery_time(run, target, phase, series),
         fallbacks: phase.fallbacks,
