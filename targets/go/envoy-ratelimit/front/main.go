@@ -136,14 +136,21 @@ func load() settings {
 	return s
 }
 
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "failmode-envoy-front: no free port: %v\n", err)
-		os.Exit(1)
+// freePorts picks n distinct free loopback ports: every listener stays open until all n are
+// chosen, or the kernel may hand the same port out twice (it did: the service's gRPC and
+// HTTP ports once came out equal, and it never became ready).
+func freePorts(n int) []int {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "failmode-envoy-front: no free port: %v\n", err)
+			os.Exit(1)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 func main() {
@@ -170,7 +177,8 @@ func main() {
 		os.Exit(1)
 	}
 
-	grpcPort, httpPort, debugPort := freePort(), freePort(), freePort()
+	ports := freePorts(3)
+	grpcPort, httpPort, debugPort := ports[0], ports[1], ports[2]
 	// The service's whole environment: nothing inherited, so these are all of its settings
 	// (everything else is the service's default).
 	childEnv := []string{
