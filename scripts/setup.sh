@@ -8,7 +8,7 @@ say() { printf 'setup: %s\n' "$*"; }
 # `scripts/setup.sh` sets up everything; `scripts/setup.sh node python` only those parts
 # (target manifests call it that way as their build step).
 PARTS=("$@")
-if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(redis toxiproxy node python go nginx); fi
+if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(redis toxiproxy node python go java nginx); fi
 
 # A dependency folder is current when the digest of the lockfile it was installed from is
 # the one stamped inside it.
@@ -113,6 +113,23 @@ setup_go() {
   done
 }
 
+# The Java peer targets (targets/java/*): each one's build.sh builds its Maven project (exact
+# versions in its pom.xml) into .tools, only when its sources, pom or the Java version changed.
+# Maven and a JDK are Debian's, installed if missing.
+setup_java() {
+  local script
+  for script in targets/java/*/build.sh; do
+    [ -x "$script" ] || continue
+    if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+      say "java targets: Maven or a JDK is missing; installing Debian's maven and default-jdk-headless"
+      if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+      $SUDO apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends maven default-jdk-headless >/dev/null
+    fi
+    "$script" | sed 's/^/setup: /'
+  done
+}
+
 # NGINX limit_req, the store-less baseline: Debian's nginx, installed if missing.
 setup_nginx() {
   if [ -x targets/nginx/build.sh ]; then targets/nginx/build.sh | sed 's/^/setup: /'; fi
@@ -125,7 +142,8 @@ for part in "${PARTS[@]}"; do
     node) setup_node ;;
     python) setup_python ;;
     go) setup_go ;;
+    java) setup_java ;;
     nginx) setup_nginx ;;
-    *) say "unknown part '$part' (known: redis toxiproxy node python go nginx)"; exit 64 ;;
+    *) say "unknown part '$part' (known: redis toxiproxy node python go java nginx)"; exit 64 ;;
   esac
 done
