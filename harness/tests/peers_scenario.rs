@@ -1,0 +1,147 @@
+//! The whole `peers` scenario as `just peers` runs it — every target, four at a time, through
+//! the slow, hung, stalled and cut Redis — scaled down to a fifth so that it fits in CI, then
+//! `failmode outcomes` on its results. Proves the full comparison runs end to end on this
+//! machine, that every target is healthy before the faults, and that the statements from the
+//! seeds about what each library does with its store gone hold at this scale too. Needs
+//! `just setup` (the peer targets' packages and builds).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::process::Command;
+
+use failmode::outcomes::{self, Verdict};
+use failmode::scenario::Scenario;
+use support::workspace;
+
+/// A fifth of the timeline: 6 s per fault, 3 s after each. Shorter faults leave the claims'
+/// 1 % bars to the few requests that race the fault being applied.
+const SCALE: &str = "0.2";
+
+fn failmode(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_failmode"))
+        .args(args)
+        .current_dir(workspace())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_peers_scenario_runs_every_target_through_every_fault_and_confirms_the_seeds_outage_claims() {
+    let out = tempfile::tempdir().unwrap();
+    let folder = out.path().join("peers");
+    let folder_arg = folder.to_str().unwrap();
+    let ran = failmode(&[
+        "run",
+        "peers",
+        "--batch",
+        "4",
+        "--duration-scale",
+        SCALE,
+        "--out",
+        folder_arg,
+    ]);
+    let said = String::from_utf8_lossy(&ran.stderr);
+    assert!(
+        ran.status.success(),
+        "failmode run peers: {}\n{said}",
+        ran.status
+    );
+
+    let table = folder.join("peers.md");
+    let written = failmode(&[
+        "outcomes",
+        folder_arg,
+        "--out",
+        table.to_str().unwrap(),
+        "--regenerate",
+        "just peers",
+    ]);
+    assert!(
+        written.status.success(),
+        "failmode outcomes: {}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+
+    let scenario = Scenario::load(&workspace().join("scenarios/peers.toml")).unwrap();
+    let o = outcomes::read(&folder).unwrap();
+    let ran_names: Vec<&str> = o.run.targets.iter().map(|t| t.name.as_str()).collect();
+    let expected: Vec<&str> = scenario.targets.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(ran_names, expected, "every target of the scenario ran");
+    assert!(
+        !o.run.partial && o.run.batches.iter().all(|b| b.len() <= 4),
+        "{:?}",
+        o.run.batches
+    );
+    // Healthy first: a target erring before any fault, or dying, would make its row moot. A
+    // batch may note that it was short of CPU; nothing else is expected.
+    assert!(
+        o.run.notes.iter().all(|n| {
+            let note = n
+                .split_once(": ")
+                .filter(|(batch, _)| batch.starts_with("batch "));
+            note.map_or(n.as_str(), |(_, rest)| rest)
+                .starts_with("the load generator sent late")
+        }),
+        "{:?}\n{said}",
+        o.run.notes
+    );
+    assert_eq!(
+        o.tables
+            .iter()
+            .map(|t| t.phase.as_str())
+            .collect::<Vec<_>>(),
+        ["slow", "hung", "stalled", "fault"],
+        "one table per fault"
+    );
+    for table in &o.tables {
+        assert_eq!(
+            table.rows.len(),
+            expected.len(),
+            "{}: a row per target",
+            table.phase
+        );
+    }
+
+    // What happens with the store gone does not depend on how long it is gone.
+    for says in [
+        "with the Redis connection cut, express-rate-limit and rate-limiter-flexible served nothing",
+        "Envoy (and Kong, not run here) allow while express-rate-limit refuses",
+        "several fail-closed paths answer with a 500 rather than a 429",
+    ] {
+        let claim = o
+            .claims
+            .iter()
+            .find(|c| c.claim.says.starts_with(says))
+            .unwrap_or_else(|| panic!("peers.toml still tests {says:?}"));
+        assert_eq!(
+            claim.verdict,
+            Verdict::Confirmed,
+            "{says}: {:?}",
+            claim.checks
+        );
+    }
+    // The rest are about timing (reconnect delays, phantom hits) that a fifth of the
+    // timeline may not show; each must still be judged on targets that ran.
+    for claim in &o.claims {
+        assert!(
+            !matches!(claim.verdict, Verdict::NotTested(_)),
+            "{}: {:?}",
+            claim.claim.says,
+            claim.verdict
+        );
+    }
+
+    let markdown = std::fs::read_to_string(&table).unwrap();
+    for name in &expected {
+        assert!(
+            markdown.contains(&format!("| {name} |")),
+            "{name} in the table"
+        );
+    }
+    assert!(
+        markdown.contains("just peers"),
+        "the command that regenerates it"
+    );
+}
