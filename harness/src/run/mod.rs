@@ -114,6 +114,8 @@ pub async fn run(
     say: &Say,
 ) -> Result<RunOutcome, RunError> {
     let scenario = opts.scenario;
+    // Read before anything runs: the tree as it was built, not as it is edited meanwhile.
+    let revision = git_revision(&opts.root);
     let all = manifest::discover(&opts.root.join("targets"))?;
     let names: Vec<String> = opts
         .targets
@@ -277,7 +279,7 @@ pub async fn run(
         description: scenario.description.clone(),
         seed: scenario.seed,
         duration_scale: opts.duration_scale,
-        git_revision: git_revision(&opts.root),
+        git_revision: revision,
         started_at: humantime::format_rfc3339_seconds(started_at).to_string(),
         duration_s: ran_for.as_secs_f64().min(scenario.duration.as_secs_f64()),
         partial,
