@@ -506,21 +506,27 @@ async fn wait_for_tcp_returns_once_the_child_listens() {
 #[tokio::test]
 async fn a_stall_stops_redis_itself_with_connections_open_and_queued_commands_run_when_it_ends() {
     let w = world().await;
+    let redis_addr = w.redis.addr();
+    let redis = std::sync::Arc::new(tokio::sync::Mutex::new(w.redis));
     let player = failmode::faults::timeline::Player::new(w.api.clone(), vec![w.proxy.clone()])
-        .with_redis_groups(vec![Some(i32::try_from(w.redis.pid()).unwrap())]);
+        .with_redis(vec![redis.clone()])
+        .await;
     let stall = [failmode::faults::Fault::Stall {}];
     let mut stream = connect(w.listen).await;
     ping(&mut stream, BOUND).await.unwrap();
 
-    assert!(player.apply("stalled", &stall).await[0].is_ok());
+    assert!(player.apply("stalled", &stall, BOUND).await[0].is_ok());
     // Nothing answers, through the proxy or directly, yet the connection stays open.
     let err = ping(&mut stream, Duration::from_millis(300))
         .await
         .unwrap_err();
     assert!(err.contains("no answer"), "{err}");
-    let mut direct = connect(w.redis.addr()).await;
+    let mut direct = connect(redis_addr).await;
     direct.write_all(b"INCR phantom\r\n").await.unwrap();
-    assert!(w.redis.info("server").await.is_err(), "Redis is stopped");
+    assert!(
+        redis.lock().await.info("server").await.is_err(),
+        "Redis is stopped"
+    );
 
     assert!(player.remove("stalled", &stall).await[0].is_ok());
     // The PING the client gave up on, and the INCR sent during the stall, both ran: a

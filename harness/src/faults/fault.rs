@@ -1,5 +1,7 @@
 //! A fault as a scenario writes it: `{ type = "down" }`, `{ type = "flap", period = "4s",
-//! down = "1s" }`, or any Toxiproxy toxic (`{ type = "latency", latency_ms = 40 }`).
+//! down = "1s" }`, any Toxiproxy toxic (`{ type = "latency", latency_ms = 40 }`), or one
+//! inside the target's own Redis (`{ type = "redis-restart" }`, `{ type = "client-pause" }`,
+//! `{ type = "noisy-neighbour" }`, `{ type = "eviction" }`).
 
 use std::fmt;
 use std::time::Duration;
@@ -9,7 +11,7 @@ use serde::Deserialize;
 use super::toxiproxy::ToxicKind;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Fault {
     /// The proxy is disabled: open connections are cut and new ones refused.
     Down {},
@@ -27,18 +29,112 @@ pub enum Fault {
         #[serde(with = "crate::duration")]
         down: Duration,
     },
+    /// The target's redis-server killed (SIGKILL) at the phase's start and started again
+    /// empty on the same port after `down` (default: at once): every counter and loaded
+    /// script is gone, and clients reconnect to a Redis that knows nothing.
+    RedisRestart {
+        #[serde(default, with = "crate::duration")]
+        down: Duration,
+    },
+    /// `CLIENT PAUSE` for the whole phase: Redis itself stops answering (`all`, the default)
+    /// or stops executing writes (`write`) while every connection stays up.
+    ClientPause {
+        #[serde(default)]
+        mode: PauseMode,
+    },
+    /// Another client on the same Redis: `keys` filler keys in a database of their own and a
+    /// full `KEYS` scan over them in a loop, `pause` apart; Redis runs one command at a time,
+    /// so the limiter's own calls queue behind each scan. The scans' durations are recorded.
+    NoisyNeighbour {
+        #[serde(default = "default_neighbour_keys")]
+        keys: u64,
+        #[serde(default, with = "crate::duration")]
+        pause: Duration,
+    },
+    /// Memory pressure while everything stays "healthy": `maxmemory` set to what Redis uses
+    /// plus `headroom_bytes`, under `policy`, and a writer adding `value_bytes` values at
+    /// `rate` a second beside the limiter's keys, so keys (the limiter's among them) are
+    /// evicted with no error anywhere. Put back at the phase's end; the evictions are recorded.
+    Eviction {
+        #[serde(default = "default_eviction_policy")]
+        policy: String,
+        #[serde(default = "default_eviction_rate")]
+        rate: u32,
+        #[serde(default = "default_eviction_value_bytes")]
+        value_bytes: usize,
+        #[serde(default = "default_eviction_headroom")]
+        headroom_bytes: u64,
+    },
     /// A Toxiproxy toxic on the replies (downstream).
     #[serde(untagged)]
     Toxic(ToxicKind),
 }
 
+/// What `client-pause` holds back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseMode {
+    #[default]
+    All,
+    Write,
+}
+
+fn default_neighbour_keys() -> u64 {
+    // About 20 ms of Redis per full scan on this project's machine, with the CPU to itself.
+    200_000
+}
+
+fn default_eviction_policy() -> String {
+    "allkeys-lru".into()
+}
+
+fn default_eviction_rate() -> u32 {
+    200
+}
+
+fn default_eviction_value_bytes() -> usize {
+    64 * 1024
+}
+
+fn default_eviction_headroom() -> u64 {
+    // Room for a dozen or so filler values: few keys fit, so the limiter's are among the
+    // candidates every eviction samples (Redis's LRU clock ticks in seconds, so keys touched
+    // within the same second tie).
+    1024 * 1024
+}
+
 impl Fault {
     /// Stretches the fault's own times with the timeline (`--duration-scale`).
     pub fn scale(&mut self, factor: f64) {
-        if let Self::Flap { period, down } = self {
-            *period = period.mul_f64(factor);
-            *down = down.mul_f64(factor);
+        match self {
+            Self::Flap { period, down } => {
+                *period = period.mul_f64(factor);
+                *down = down.mul_f64(factor);
+            }
+            Self::RedisRestart { down } => *down = down.mul_f64(factor),
+            // A neighbour's pause shapes its load (how busy Redis is), not the timeline.
+            _ => {}
         }
+    }
+
+    /// Stops Redis answering while it acts, so readings must be taken before it starts.
+    pub fn silences_redis(&self) -> bool {
+        matches!(
+            self,
+            Self::Stall {}
+                | Self::ClientPause {
+                    mode: PauseMode::All
+                }
+                | Self::RedisRestart { .. }
+        )
+    }
+
+    /// Runs for the whole phase beside the load (a task of its own), not only at its edges.
+    pub fn is_ongoing(&self) -> bool {
+        matches!(
+            self,
+            Self::Flap { .. } | Self::NoisyNeighbour { .. } | Self::Eviction { .. }
+        )
     }
 }
 
@@ -48,6 +144,36 @@ impl fmt::Display for Fault {
             Self::Down {} => f.write_str("down"),
             Self::Hang {} => f.write_str("hang"),
             Self::Stall {} => f.write_str("stall (redis-server stopped)"),
+            Self::RedisRestart { down } if down.is_zero() => {
+                f.write_str("redis-restart (killed, started again empty)")
+            }
+            Self::RedisRestart { down } => write!(
+                f,
+                "redis-restart (killed, started again empty after {})",
+                humantime::format_duration(*down)
+            ),
+            Self::ClientPause { mode } => match mode {
+                PauseMode::All => f.write_str("client-pause (CLIENT PAUSE ALL)"),
+                PauseMode::Write => f.write_str("client-pause (CLIENT PAUSE WRITE)"),
+            },
+            Self::NoisyNeighbour { keys, pause } => {
+                write!(f, "noisy-neighbour (KEYS over {keys} keys")?;
+                if !pause.is_zero() {
+                    write!(f, ", {} apart", humantime::format_duration(*pause))?;
+                }
+                f.write_str(")")
+            }
+            Self::Eviction {
+                policy,
+                rate,
+                value_bytes,
+                headroom_bytes,
+            } => write!(
+                f,
+                "eviction (maxmemory used + {} KiB, {policy}, {rate} writes/s of {} KiB)",
+                headroom_bytes / 1024,
+                value_bytes / 1024
+            ),
             Self::Flap { period, down } => write!(
                 f,
                 "flap: down {} every {}",
@@ -92,6 +218,10 @@ mod tests {
                 { type = "latency", latency_ms = 40, jitter_ms = 10 },
                 { type = "timeout", timeout_ms = 0 },
                 { type = "stall" },
+                { type = "redis-restart", down = "2s" },
+                { type = "client-pause", mode = "write" },
+                { type = "noisy-neighbour", keys = 1000 },
+                { type = "eviction", rate = 50 },
             ]"#,
         )
         .unwrap();
@@ -113,6 +243,36 @@ mod tests {
         );
         assert_eq!(faults[3].to_string(), "latency jitter=10 latency=40");
         assert_eq!(faults[5], Fault::Stall {});
+        assert_eq!(
+            faults[6],
+            Fault::RedisRestart {
+                down: Duration::from_secs(2)
+            }
+        );
+        assert_eq!(
+            faults[7],
+            Fault::ClientPause {
+                mode: PauseMode::Write
+            }
+        );
+        assert_eq!(
+            faults[8],
+            Fault::NoisyNeighbour {
+                keys: 1000,
+                pause: Duration::ZERO
+            }
+        );
+        assert_eq!(
+            faults[9],
+            Fault::Eviction {
+                policy: "allkeys-lru".into(),
+                rate: 50,
+                value_bytes: 64 * 1024,
+                headroom_bytes: 1024 * 1024
+            }
+        );
+        assert!(faults[7].to_string().contains("WRITE") && !faults[7].silences_redis());
+        assert!(faults[6].silences_redis() && faults[9].is_ongoing());
     }
 
     #[test]

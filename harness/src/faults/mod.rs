@@ -1,9 +1,41 @@
-//! Faults: what a scenario can break, the Toxiproxy client that breaks it, and the player that
-//! applies a phase's faults to every target at once.
+//! Faults: what a scenario can break, the Toxiproxy client that breaks the wire, what breaks a
+//! target's own Redis, and the player that applies a phase's faults to every target at once.
 
 mod fault;
+pub mod redis_native;
 pub mod timeline;
 pub mod toxic;
 pub mod toxiproxy;
 
-pub use fault::Fault;
+use std::net::SocketAddr;
+
+pub use fault::{Fault, PauseMode};
+
+/// A fault that could not be applied or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum FaultError {
+    #[error(transparent)]
+    Toxiproxy(#[from] toxiproxy::ToxiproxyError),
+    #[error("{op} on redis-server {addr}: {detail}")]
+    Redis {
+        op: String,
+        addr: SocketAddr,
+        detail: String,
+    },
+    #[error(transparent)]
+    Infra(#[from] crate::infra::InfraError),
+    #[error("{0}: no redis-server is known for this target")]
+    NoRedis(String),
+    #[error("{0}: the task applying it panicked")]
+    Panicked(String),
+}
+
+impl FaultError {
+    fn redis(op: &str, addr: SocketAddr, e: redis::RedisError) -> Self {
+        Self::Redis {
+            op: op.to_owned(),
+            addr,
+            detail: e.to_string(),
+        }
+    }
+}

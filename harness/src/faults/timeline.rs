@@ -1,21 +1,39 @@
 //! Applying a phase's faults to every target's proxy (or Redis) at the same moment, and
-//! removing them.
+//! removing them; and the faults that run beside the load for a whole phase (flapping, a
+//! noisy neighbour, a memory-filling writer).
 //!
-//! Each proxy's operations run in their own task, all started together, so targets are
-//! compared side by side; the instant each proxy actually changed is returned for the record.
+//! Each target's operations run in their own task, all started together, so targets are
+//! compared side by side; the instant each target's faults actually changed is returned for
+//! the record, with what the faults themselves report (e.g. keys evicted).
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::Fault;
-use super::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
+use super::redis_native::{self, MemorySettings};
+use super::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy};
+use super::{Fault, FaultError};
+use crate::infra::RedisServer;
 
-/// One proxy's result: when its last operation completed, or why it failed.
-pub type ProxyOutcome = Result<Instant, ToxiproxyError>;
+/// A target's redis-server, shared with the world that owns it: `redis-restart` replaces
+/// its process.
+pub type SharedRedis = Arc<tokio::sync::Mutex<RedisServer>>;
+
+/// One target's faults changed: when the last operation completed, and what the faults
+/// report (e.g. how many keys an eviction removed), with the Redis commands they sent
+/// themselves (so the target's store amplification leaves them out).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Done {
+    pub at: Option<Instant>,
+    pub reports: Vec<String>,
+    pub commands: u64,
+}
+
+/// One target's result, or why it failed.
+pub type Outcome = Result<Done, FaultError>;
 
 fn toxic_name(phase: &str, index: usize) -> String {
     format!("failmode-{phase}-{index}")
@@ -27,111 +45,189 @@ enum Op {
     Remove,
 }
 
-/// Drives the faults of the timeline on a set of proxies (and, for `stall`, on the Redis
-/// server behind each).
+/// Drives the faults of the timeline on a set of proxies and the redis-server behind each.
 #[derive(Debug, Clone)]
 pub struct Player {
     toxiproxy: Toxiproxy,
     proxies: Vec<String>,
-    /// Per proxy, the process group of the redis-server behind it.
-    redis_groups: Vec<Option<i32>>,
+    /// Per proxy, the redis-server behind it, for the faults inside Redis.
+    redis: Vec<Option<(SharedRedis, SocketAddr)>>,
+    /// What `eviction` changed on each Redis, to put back at its end.
+    saved_memory: Arc<std::sync::Mutex<Vec<Option<MemorySettings>>>>,
 }
 
-/// Stops or resumes a redis-server's process group (it leads its own: see `infra::process`).
-fn signal_redis(group: Option<i32>, signal: Signal) -> Result<(), ToxiproxyError> {
-    let op = format!("{signal} to redis-server");
-    let group = group.ok_or_else(|| ToxiproxyError::Invalid {
-        op: op.clone(),
-        reason: "no redis-server process is known for this target".into(),
-    })?;
-    killpg(Pid::from_raw(group), signal).map_err(|e| ToxiproxyError::Invalid {
-        op: format!("{op} (process group {group})"),
-        reason: e.to_string(),
-    })
+/// One fault's step on one target.
+struct Step<'a> {
+    client: &'a Toxiproxy,
+    proxy: &'a str,
+    redis: Option<&'a (SharedRedis, SocketAddr)>,
+    saved_memory: &'a std::sync::Mutex<Vec<Option<MemorySettings>>>,
+    slot: usize,
+    name: String,
+    length: Duration,
+}
+
+impl Step<'_> {
+    fn redis(&self, fault: &Fault) -> Result<&(SharedRedis, SocketAddr), FaultError> {
+        self.redis
+            .ok_or_else(|| FaultError::NoRedis(fault.to_string()))
+    }
+
+    async fn run(&self, fault: &Fault, op: Op, done: &mut Done) -> Result<(), FaultError> {
+        let (client, proxy, name) = (self.client, self.proxy, self.name.as_str());
+        match (fault, op) {
+            (Fault::Down {}, Op::Apply) => client.set_enabled(proxy, false).await.map(drop)?,
+            (Fault::Down {} | Fault::Flap { .. }, Op::Remove) => {
+                client.set_enabled(proxy, true).await.map(drop)?;
+            }
+            (Fault::Flap { .. }, Op::Apply) => {}
+            (Fault::Stall {}, op) => {
+                let redis = self.redis(fault)?.0.lock().await;
+                match op {
+                    Op::Apply => redis.hang()?,
+                    Op::Remove => redis.resume()?,
+                }
+            }
+            (Fault::Toxic(kind), Op::Apply) => {
+                client
+                    .add_toxic(proxy, &Toxic::new(name.to_owned(), *kind))
+                    .await?;
+            }
+            (Fault::Toxic(_), Op::Remove) => client.remove_toxic(proxy, name).await?,
+            (Fault::Hang {}, Op::Apply) => {
+                let hold = ToxicKind::Timeout { timeout_ms: 0 };
+                let up = Toxic::new(format!("{name}-up"), hold).with_stream(Stream::Upstream);
+                client.add_toxic(proxy, &up).await?;
+                client
+                    .add_toxic(proxy, &Toxic::new(format!("{name}-down"), hold))
+                    .await?;
+            }
+            (Fault::Hang {}, Op::Remove) => {
+                let up = client.remove_toxic(proxy, &format!("{name}-up")).await;
+                let down = client.remove_toxic(proxy, &format!("{name}-down")).await;
+                up.and(down)?;
+            }
+            (Fault::RedisRestart { down }, Op::Apply) => {
+                let (redis, _) = self.redis(fault)?;
+                let mut redis = redis.lock().await;
+                let before = redis.pid();
+                redis.crash_and_restart(*down).await?;
+                done.reports.push(format!(
+                    "redis-server killed (pid {before}) and started again empty (pid {})",
+                    redis.pid()
+                ));
+            }
+            (Fault::RedisRestart { .. }, Op::Remove) => {}
+            (Fault::ClientPause { mode }, Op::Apply) => {
+                let (_, addr) = self.redis(fault)?;
+                redis_native::pause(*addr, self.length, *mode).await?;
+                done.commands += 1;
+            }
+            (Fault::ClientPause { .. }, Op::Remove) => {
+                redis_native::unpause(self.redis(fault)?.1).await?;
+                done.commands += 1;
+            }
+            (Fault::NoisyNeighbour { keys, .. }, Op::Apply) => {
+                redis_native::fill_neighbour(self.redis(fault)?.1, *keys).await?;
+                done.commands += keys.div_ceil(1_000);
+            }
+            (Fault::NoisyNeighbour { .. }, Op::Remove) => {
+                redis_native::clear_neighbour(self.redis(fault)?.1).await?;
+                done.commands += 1;
+            }
+            (
+                Fault::Eviction {
+                    policy,
+                    headroom_bytes,
+                    ..
+                },
+                Op::Apply,
+            ) => {
+                let (_, addr) = self.redis(fault)?;
+                let saved = redis_native::squeeze_memory(*addr, policy, *headroom_bytes).await?;
+                done.commands += 6;
+                self.saved_memory.lock().unwrap_or_else(|e| e.into_inner())[self.slot] =
+                    Some(saved);
+            }
+            (Fault::Eviction { .. }, Op::Remove) => {
+                let (_, addr) = self.redis(fault)?;
+                let saved =
+                    self.saved_memory.lock().unwrap_or_else(|e| e.into_inner())[self.slot].take();
+                if let Some(saved) = saved {
+                    let evicted = redis_native::release_memory(*addr, &saved).await?;
+                    done.commands += 6;
+                    done.reports.push(format!(
+                        "eviction: {evicted} keys evicted (INFO evicted_keys); maxmemory {} \
+                         and {} put back",
+                        saved.maxmemory, saved.policy
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Player {
     pub fn new(toxiproxy: Toxiproxy, proxies: Vec<String>) -> Self {
-        let redis_groups = vec![None; proxies.len()];
+        let redis = vec![None; proxies.len()];
+        let saved_memory = Arc::new(std::sync::Mutex::new(vec![None; proxies.len()]));
         Self {
             toxiproxy,
             proxies,
-            redis_groups,
+            redis,
+            saved_memory,
         }
     }
 
-    /// The redis-server behind each proxy, in the same order, for `stall`.
-    pub fn with_redis_groups(mut self, groups: Vec<Option<i32>>) -> Self {
-        self.redis_groups = groups;
+    /// The redis-server behind each proxy, in the same order, for the faults inside Redis.
+    pub async fn with_redis(mut self, servers: Vec<SharedRedis>) -> Self {
+        let mut redis = Vec::with_capacity(servers.len());
+        for server in servers {
+            let addr = server.lock().await.addr();
+            redis.push(Some((server, addr)));
+        }
+        self.redis = redis;
         self
     }
 
-    /// Applies `faults` to every proxy at once; the outcomes are in `proxies` order.
-    /// `flap` faults are not applied here: [`Player::flap`] drives them for the phase.
-    pub async fn apply(&self, phase: &str, faults: &[Fault]) -> Vec<ProxyOutcome> {
-        self.each(phase, faults, Op::Apply).await
+    /// Applies `faults` (of a phase `length` long) to every target at once; the outcomes are
+    /// in `proxies` order. What runs for the whole phase starts with [`Player::ongoing`].
+    pub async fn apply(&self, phase: &str, faults: &[Fault], length: Duration) -> Vec<Outcome> {
+        self.each(phase, faults, Op::Apply, length).await
     }
 
-    /// Removes what [`Player::apply`] added and re-enables the proxies.
-    pub async fn remove(&self, phase: &str, faults: &[Fault]) -> Vec<ProxyOutcome> {
-        self.each(phase, faults, Op::Remove).await
+    /// Removes what [`Player::apply`] did and re-enables the proxies.
+    pub async fn remove(&self, phase: &str, faults: &[Fault]) -> Vec<Outcome> {
+        self.each(phase, faults, Op::Remove, Duration::ZERO).await
     }
 
-    async fn each(&self, phase: &str, faults: &[Fault], op: Op) -> Vec<ProxyOutcome> {
+    async fn each(&self, phase: &str, faults: &[Fault], op: Op, length: Duration) -> Vec<Outcome> {
         let mut tasks = JoinSet::new();
-        for (slot, proxy) in self.proxies.iter().enumerate() {
-            let (client, proxy, phase, faults) = (
-                self.toxiproxy.clone(),
-                proxy.clone(),
-                phase.to_owned(),
-                faults.to_vec(),
-            );
-            let redis = self.redis_groups.get(slot).copied().flatten();
+        for slot in 0..self.proxies.len() {
+            let (player, phase, faults) = (self.clone(), phase.to_owned(), faults.to_vec());
             tasks.spawn(async move {
+                let mut done = Done::default();
                 let mut outcome = Ok(());
                 for (i, fault) in faults.iter().enumerate() {
-                    let step = match (fault, op) {
-                        (Fault::Down {}, Op::Apply) => {
-                            client.set_enabled(&proxy, false).await.map(drop)
-                        }
-                        (Fault::Down {} | Fault::Flap { .. }, Op::Remove) => {
-                            client.set_enabled(&proxy, true).await.map(drop)
-                        }
-                        (Fault::Flap { .. }, Op::Apply) => Ok(()),
-                        (Fault::Stall {}, Op::Apply) => signal_redis(redis, Signal::SIGSTOP),
-                        (Fault::Stall {}, Op::Remove) => signal_redis(redis, Signal::SIGCONT),
-                        (Fault::Toxic(kind), Op::Apply) => client
-                            .add_toxic(&proxy, &Toxic::new(toxic_name(&phase, i), *kind))
-                            .await
-                            .map(drop),
-                        (Fault::Toxic(_), Op::Remove) => {
-                            client.remove_toxic(&proxy, &toxic_name(&phase, i)).await
-                        }
-                        (Fault::Hang {}, Op::Apply) => {
-                            let hold = ToxicKind::Timeout { timeout_ms: 0 };
-                            let up = Toxic::new(format!("{}-up", toxic_name(&phase, i)), hold)
-                                .with_stream(Stream::Upstream);
-                            let down = Toxic::new(format!("{}-down", toxic_name(&phase, i)), hold);
-                            match client.add_toxic(&proxy, &up).await {
-                                Ok(_) => client.add_toxic(&proxy, &down).await.map(drop),
-                                Err(e) => Err(e),
-                            }
-                        }
-                        (Fault::Hang {}, Op::Remove) => {
-                            let name = toxic_name(&phase, i);
-                            let up = client.remove_toxic(&proxy, &format!("{name}-up")).await;
-                            let down = client.remove_toxic(&proxy, &format!("{name}-down")).await;
-                            up.and(down)
-                        }
+                    let step = Step {
+                        client: &player.toxiproxy,
+                        proxy: &player.proxies[slot],
+                        redis: player.redis.get(slot).and_then(Option::as_ref),
+                        saved_memory: &player.saved_memory,
+                        slot,
+                        name: toxic_name(&phase, i),
+                        length,
                     };
-                    if let Err(e) = step {
+                    if let Err(e) = step.run(fault, op, &mut done).await {
                         outcome = Err(e);
                     }
                 }
-                (slot, outcome.map(|()| Instant::now()))
+                done.at = Some(Instant::now());
+                (slot, outcome.map(|()| done))
             });
         }
-        let mut outcomes: Vec<Option<ProxyOutcome>> = self.proxies.iter().map(|_| None).collect();
+        let mut outcomes: Vec<Option<Outcome>> = self.proxies.iter().map(|_| None).collect();
         while let Some(joined) = tasks.join_next().await {
             if let Ok((slot, outcome)) = joined {
                 outcomes[slot] = Some(outcome);
@@ -141,19 +237,70 @@ impl Player {
             .into_iter()
             .zip(&self.proxies)
             .map(|(o, proxy)| {
-                o.unwrap_or_else(|| {
-                    Err(ToxiproxyError::Invalid {
-                        op: format!("apply faults to {proxy}"),
-                        reason: "the task applying them panicked".into(),
-                    })
-                })
+                o.unwrap_or_else(|| Err(FaultError::Panicked(format!("faults on {proxy}"))))
             })
             .collect()
     }
 
+    /// Runs what `fault` does for the whole phase, from `from` until `until` (or `cancel`):
+    /// the flapping of every proxy, a noisy neighbour or a memory-filling writer on every
+    /// Redis. Returns, per target that has anything to report, what it did.
+    pub async fn ongoing(
+        &self,
+        fault: &Fault,
+        from: Instant,
+        until: Instant,
+        cancel: &CancellationToken,
+    ) -> Vec<(usize, Outcome)> {
+        if let Fault::Flap { period, down } = *fault {
+            self.flap(from, period, down, until, cancel).await;
+            return Vec::new();
+        }
+        let mut tasks = JoinSet::new();
+        for (slot, redis) in self.redis.iter().enumerate() {
+            let Some((_, addr)) = redis else { continue };
+            let (fault, addr, cancel) = (fault.clone(), *addr, cancel.clone());
+            tasks.spawn(async move {
+                let mut done = Done::default();
+                let outcome = match fault {
+                    Fault::NoisyNeighbour { keys, pause } => {
+                        redis_native::neighbour(addr, keys, pause, until, &cancel)
+                            .await
+                            .map(|report| {
+                                done.commands = report.scans as u64;
+                                done.reports.push(report.to_string());
+                            })
+                    }
+                    Fault::Eviction {
+                        rate, value_bytes, ..
+                    } => redis_native::fill_memory(addr, rate, value_bytes, until, &cancel)
+                        .await
+                        .map(|written| {
+                            done.commands = written;
+                            done.reports.push(format!(
+                                "eviction: {written} filler values of {} KiB written",
+                                value_bytes / 1024
+                            ));
+                        }),
+                    _ => Ok(()),
+                };
+                done.at = Some(Instant::now());
+                (slot, outcome.map(|()| done))
+            });
+        }
+        let mut outcomes = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            if let Ok(outcome) = joined {
+                outcomes.push(outcome);
+            }
+        }
+        outcomes.sort_by_key(|(slot, _)| *slot);
+        outcomes
+    }
+
     /// Cuts every proxy for `down` at the start of each `period` from `from` (the phase's
     /// start, not when this task got going) until `until` or `cancel`.
-    pub async fn flap(
+    async fn flap(
         &self,
         from: Instant,
         period: Duration,

@@ -334,6 +334,16 @@ impl ChildProcess {
                 return self.reaped_with(waited);
             }
         }
+        self.kill().await
+    }
+
+    /// SIGKILL to the whole group, no grace (a crash, an OOM kill), and reap.
+    pub async fn kill(&mut self) -> Result<ExitStatus, InfraError> {
+        if self.reaped
+            && let Some(status) = self.exit
+        {
+            return Ok(status);
+        }
         let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
         match tokio::time::timeout(KILL_REAP_TIMEOUT, self.child.wait()).await {
             Ok(waited) => self.reaped_with(waited),

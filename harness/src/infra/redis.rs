@@ -1,6 +1,7 @@
 //! A private `redis-server` child process: a free loopback port, no persistence, ready when
-//! it answers PING; hung with SIGSTOP, restarted empty, and read with `INFO` at phase
-//! boundaries. Spoken to in raw RESP over TCP: two commands do not warrant a client crate.
+//! it answers PING; hung with SIGSTOP, restarted empty (or crashed and restarted), and read
+//! with `INFO` at phase boundaries. The readiness PING and `INFO` are raw RESP over TCP, kept
+//! from before the harness used the `redis` crate (for the faults inside Redis).
 
 use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -118,6 +119,18 @@ impl RedisServer {
     /// gone, and clients (or a proxy) pointed at the port reconnect to the new server.
     pub async fn restart(&mut self) -> Result<(), InfraError> {
         self.stop().await?;
+        self.start_again().await
+    }
+
+    /// Killed with SIGKILL (no shutdown: a crash, an OOM kill, a lost node), then, after
+    /// `down`, started again empty on the same port.
+    pub async fn crash_and_restart(&mut self, down: Duration) -> Result<(), InfraError> {
+        self.child.kill().await?;
+        tokio::time::sleep(down).await;
+        self.start_again().await
+    }
+
+    async fn start_again(&mut self) -> Result<(), InfraError> {
         self.child = spawn(&self.name, &self.dir, self.addr)?;
         self.wait_ready().await
     }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 use crate::faults::Fault;
-use crate::faults::timeline::{Player, sleep_until};
+use crate::faults::timeline::{Outcome, Player, sleep_until};
 use crate::faults::toxiproxy::ToxiproxyError;
 use crate::infra::process::{Exit, describe_status, exit_of, last_lines};
 use crate::infra::{InfraError, locate};
@@ -25,6 +25,9 @@ use crate::scenario::{Scenario, ScenarioError};
 use crate::targets::{self, ManifestError, TargetError, manifest};
 use progress::Say;
 use world::World;
+
+/// The kind of event a fault's own report is recorded as.
+const FAULT_REPORT: &str = "fault-report";
 
 /// How much of a dead child's log its event quotes: enough for gunicorn's or Node's last words.
 const DEATH_LOG_LINES: usize = 5;
@@ -257,7 +260,9 @@ pub async fn run(
         ));
     }
     for (t, target_events) in events.iter().enumerate() {
-        for e in target_events {
+        // A fault's own report (the Redis it replaced, the keys it got evicted) is what was
+        // asked for: it stays in the target's events, not among the run's notes of trouble.
+        for e in target_events.iter().filter(|e| e.kind != FAULT_REPORT) {
             notes.push(format!(
                 "{} at {:.1} s: {} ({})",
                 names[t], e.at_s, e.kind, e.detail
@@ -425,19 +430,15 @@ async fn play_timeline(
         world.toxiproxy.clone(),
         world.targets.iter().map(|t| t.proxy.clone()).collect(),
     )
-    .with_redis_groups(
-        world
-            .targets
-            .iter()
-            // Each redis-server leads its own process group.
-            .map(|t| i32::try_from(t.redis.pid()).ok())
-            .collect(),
-    );
+    .with_redis(world.targets.iter().map(|t| t.redis.clone()).collect())
+    .await;
     let n = world.targets.len();
     let mut facts = vec![vec![PhaseFacts::default(); n]; scenario.phases.len()];
-    let note = |target: usize, kind: &str, detail: String| {
+    // Commands the faults sent to each Redis themselves, per phase, left out of the target's.
+    let mut fault_commands = vec![vec![0u64; n]; scenario.phases.len()];
+    let note = |target: usize, kind: &str, detail: String, at: Instant| {
         events.lock().unwrap_or_else(|e| e.into_inner())[target].push(Event {
-            at_s: since(start, Instant::now()),
+            at_s: since(start, at),
             kind: kind.to_owned(),
             detail,
         });
@@ -450,8 +451,13 @@ async fn play_timeline(
     boundaries.sort();
     boundaries.dedup();
     let mut readings: Vec<Option<snapshot::Reading>> = vec![None; scenario.phases.len()];
-    let flaps = stop.child_token();
-    let mut flapping = tokio::task::JoinSet::new();
+    let stop_ongoing = stop.child_token();
+    // Per phase, what runs beside the load for its whole length.
+    let mut ongoing: Vec<tokio::task::JoinSet<Vec<(usize, Outcome)>>> = scenario
+        .phases
+        .iter()
+        .map(|_| tokio::task::JoinSet::new())
+        .collect();
     for at in boundaries {
         if sleep_until(start + at, stop).await {
             break;
@@ -462,24 +468,44 @@ async fn play_timeline(
             .enumerate()
             .filter(|(_, p)| p.end == at)
         {
+            // What ran for the whole phase ends on its own at this instant.
+            while let Some(joined) = ongoing[p].join_next().await {
+                for (t, outcome) in joined.unwrap_or_default() {
+                    match outcome {
+                        Ok(done) => {
+                            fault_commands[p][t] += done.commands;
+                            for report in done.reports {
+                                note(t, FAULT_REPORT, report, done.at.unwrap_or(start + at));
+                            }
+                        }
+                        Err(e) => note(t, "fault-failed", e.to_string(), Instant::now()),
+                    }
+                }
+            }
             let removed = player.remove(&phase.name, &phase.faults).await;
             for (t, outcome) in removed.into_iter().enumerate() {
                 match outcome {
-                    Ok(done) if !phase.faults.is_empty() => {
-                        facts[p][t].faults_removed_at_s = Some(since(start, done));
+                    Ok(done) => {
+                        let at = done.at.unwrap_or_else(Instant::now);
+                        if !phase.faults.is_empty() {
+                            facts[p][t].faults_removed_at_s = Some(since(start, at));
+                        }
+                        fault_commands[p][t] += done.commands;
+                        for report in done.reports {
+                            note(t, FAULT_REPORT, report, at);
+                        }
                     }
-                    Ok(_) => {}
-                    Err(e) => note(t, "fault-not-removed", e.to_string()),
+                    Err(e) => note(t, "fault-not-removed", e.to_string(), Instant::now()),
                 }
             }
         }
         // Faults land at the boundary, and the counters are read right after: except before
-        // a `stall`, which stops Redis, so its counters are read first.
-        let stall_starts = scenario
+        // a fault that silences Redis (stopped, paused, restarted), so they are read first.
+        let silenced = scenario
             .phases
             .iter()
-            .any(|p| p.start == at && p.faults.iter().any(|f| matches!(f, Fault::Stall {})));
-        let early = if stall_starts {
+            .any(|p| p.start == at && p.faults.iter().any(Fault::silences_redis));
+        let early = if silenced {
             Some(snapshot::take(world, http).await)
         } else {
             None
@@ -490,24 +516,28 @@ async fn play_timeline(
             .enumerate()
             .filter(|(_, p)| p.start == at)
         {
-            let applied = player.apply(&phase.name, &phase.faults).await;
+            let applied = player
+                .apply(&phase.name, &phase.faults, phase.end - phase.start)
+                .await;
             for (t, outcome) in applied.into_iter().enumerate() {
                 match outcome {
-                    Ok(done) if !phase.faults.is_empty() => {
-                        facts[p][t].faults_applied_at_s = Some(since(start, done));
+                    Ok(done) => {
+                        let at = done.at.unwrap_or_else(Instant::now);
+                        if !phase.faults.is_empty() {
+                            facts[p][t].faults_applied_at_s = Some(since(start, at));
+                        }
+                        fault_commands[p][t] += done.commands;
+                        for report in done.reports {
+                            note(t, FAULT_REPORT, report, at);
+                        }
                     }
-                    Ok(_) => {}
-                    Err(e) => note(t, "fault-not-applied", e.to_string()),
+                    Err(e) => note(t, "fault-not-applied", e.to_string(), Instant::now()),
                 }
             }
-            for fault in &phase.faults {
-                if let Fault::Flap { period, down } = *fault {
-                    let (player, cancel) = (player.clone(), flaps.clone());
-                    let (from, until) = (start + phase.start, start + phase.end);
-                    flapping.spawn(
-                        async move { player.flap(from, period, down, until, &cancel).await },
-                    );
-                }
+            for fault in phase.faults.iter().filter(|f| f.is_ongoing()) {
+                let (player, cancel, fault) = (player.clone(), stop_ongoing.clone(), fault.clone());
+                let (from, until) = (start + phase.start, start + phase.end);
+                ongoing[p].spawn(async move { player.ongoing(&fault, from, until, &cancel).await });
             }
         }
         let reading = match early {
@@ -518,13 +548,20 @@ async fn play_timeline(
             if phase.end == at
                 && let Some(before) = &readings[p]
             {
+                // A Redis restarted in the phase counted from zero again: its reading at the
+                // end is all the phase's (the one before was taken just before the kill).
+                let restarted = phase
+                    .faults
+                    .iter()
+                    .any(|f| matches!(f, Fault::RedisRestart { .. }));
                 for (t, f) in facts[p].iter_mut().enumerate() {
                     f.fallbacks = reading.fallbacks[t]
                         .zip(before.fallbacks[t])
                         .map(|(a, b)| a - b);
                     f.store_commands = reading.store_commands[t]
                         .zip(before.store_commands[t])
-                        .map(|(a, b)| a.saturating_sub(b));
+                        .map(|(a, b)| if restarted { a } else { a.saturating_sub(b) })
+                        .map(|c| c.saturating_sub(fault_commands[p][t]));
                 }
             }
             if phase.start == at {
@@ -532,8 +569,10 @@ async fn play_timeline(
             }
         }
     }
-    flaps.cancel();
-    while flapping.join_next().await.is_some() {}
+    stop_ongoing.cancel();
+    for mut set in ongoing {
+        while set.join_next().await.is_some() {}
+    }
     facts
 }
 
@@ -568,33 +607,39 @@ async fn watch_children(
             _ = tick.tick() => {}
         }
         for (t, target) in world.targets.iter().enumerate() {
-            let children = target
+            let mut children: Vec<(u32, String, PathBuf, Option<String>)> = target
                 .instances
                 .iter()
                 .map(|i| {
+                    let pid = i.process.pid();
+                    let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
                     (
-                        i.process.pid(),
+                        pid,
                         format!("instance {}", i.index),
                         i.process.log_path().to_owned(),
+                        how,
                     )
                 })
-                .chain(std::iter::once((
-                    target.redis.pid(),
-                    "redis-server".to_owned(),
-                    target.redis.log_path().to_owned(),
-                )));
-            let children = children.chain((t == 0).then(|| {
-                (
-                    world.toxiproxy_server.pid(),
-                    "toxiproxy-server (every target's faults and proxies)".to_owned(),
+                .collect();
+            // Judged under its lock: a `redis-restart` replaces the process while holding it,
+            // and the one it killed is not a death. Skipped for a tick while it does.
+            if let Ok(redis) = target.redis.try_lock() {
+                let pid = redis.pid();
+                let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
+                children.push((pid, "redis-server".into(), redis.log_path().to_owned(), how));
+            }
+            if t == 0 {
+                let pid = world.toxiproxy_server.pid();
+                let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
+                children.push((
+                    pid,
+                    "toxiproxy-server (every target's faults and proxies)".into(),
                     world.toxiproxy_server.log_path().to_owned(),
-                )
-            }));
-            for (pid, what, log) in children {
-                if reported.contains(&pid) {
-                    continue;
-                }
-                let Some(how) = death_of(pid) else { continue };
+                    how,
+                ));
+            }
+            for (pid, what, log, how) in children {
+                let Some(how) = how else { continue };
                 reported.push(pid);
                 let detail = format!(
                     "{what} (pid {pid}) {how}; its log, {}, ends:\n{}",

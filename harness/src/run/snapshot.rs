@@ -60,7 +60,8 @@ async fn fallbacks(t: &TargetWorld, http: &reqwest::Client) -> Option<f64> {
 
 pub(super) async fn take(world: &World, http: &reqwest::Client) -> Reading {
     let per_target = join_all(world.targets.iter().map(|t| async move {
-        let (fallbacks, stats) = tokio::join!(fallbacks(t, http), t.redis.info("commandstats"));
+        let stats = async { t.redis.lock().await.info("commandstats").await };
+        let (fallbacks, stats) = tokio::join!(fallbacks(t, http), stats);
         (fallbacks, stats.ok().map(|s| commands_executed(&s)))
     }))
     .await;

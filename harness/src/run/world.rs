@@ -4,10 +4,12 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 
+use crate::faults::timeline::SharedRedis;
 use crate::faults::toxiproxy::{Toxiproxy, ToxiproxyError};
 use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::scenario::Scenario;
@@ -45,7 +47,8 @@ async fn warm_up(def: &TargetDef, instances: &[Instance], http: &reqwest::Client
 #[derive(Debug)]
 pub struct TargetWorld {
     pub def: TargetDef,
-    pub redis: RedisServer,
+    /// Shared with the fault player: `redis-restart` replaces its process.
+    pub redis: SharedRedis,
     /// The proxy's name in Toxiproxy (the target's name).
     pub proxy: String,
     pub proxy_addr: SocketAddr,
@@ -115,7 +118,7 @@ impl World {
             };
             world.targets.push(TargetWorld {
                 def: def.clone(),
-                redis,
+                redis: Arc::new(tokio::sync::Mutex::new(redis)),
                 proxy: def.name.clone(),
                 proxy_addr,
                 instances: Vec::new(),
@@ -154,11 +157,11 @@ impl World {
         }
         // A run interrupted during a `stall` leaves Redis stopped, deaf to SIGTERM.
         for t in &self.targets {
-            let _ = t.redis.resume();
+            let _ = t.redis.lock().await.resume();
         }
         join_all(self.targets.iter_mut().map(|t| async move {
             join_all(t.instances.iter_mut().map(|i| i.process.stop(STOP_GRACE))).await;
-            let _ = t.redis.stop().await;
+            let _ = t.redis.lock().await.stop().await;
         }))
         .await;
         let _ = self.toxiproxy_server.stop().await;

@@ -1,0 +1,242 @@
+//! The faults inside a target's own Redis, on a real redis-server (behind a real Toxiproxy, as
+//! in a run), each observed from a client's side: it really happened, and removing it put
+//! Redis back as it was.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use failmode::faults::timeline::{Player, SharedRedis};
+use failmode::faults::{Fault, PauseMode};
+use failmode::infra::{RedisServer, ToxiproxyServer};
+use redis::aio::MultiplexedConnection;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+struct World {
+    _dir: tempfile::TempDir,
+    _toxiproxy: ToxiproxyServer,
+    redis: SharedRedis,
+    player: Player,
+    addr: std::net::SocketAddr,
+}
+
+async fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = RedisServer::start("redis-faults", dir.path())
+        .await
+        .unwrap();
+    let addr = redis.addr();
+    let toxiproxy = ToxiproxyServer::start(dir.path()).await.unwrap();
+    let api = failmode::faults::toxiproxy::Toxiproxy::new(toxiproxy.api_addr());
+    api.create_proxy("t", "127.0.0.1:0".parse().unwrap(), addr)
+        .await
+        .unwrap();
+    let redis: SharedRedis = Arc::new(tokio::sync::Mutex::new(redis));
+    let player = Player::new(api, vec!["t".into()])
+        .with_redis(vec![redis.clone()])
+        .await;
+    World {
+        _dir: dir,
+        _toxiproxy: toxiproxy,
+        redis,
+        player,
+        addr,
+    }
+}
+
+/// A connection that waits as long as Redis makes it (the crate's own reply timeout is off):
+/// the waits are what these tests measure, each bounded where it is measured.
+async fn conn(addr: std::net::SocketAddr, db: i64) -> MultiplexedConnection {
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    redis::Client::open(format!("redis://{addr}/{db}"))
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .unwrap()
+}
+
+async fn query<T: redis::FromRedisValue>(c: &mut MultiplexedConnection, args: &[&str]) -> T {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query_async(c).await.unwrap()
+}
+
+/// How long one command takes on a fresh connection (a paused Redis holds it).
+async fn timed(addr: std::net::SocketAddr, args: &[&str]) -> Duration {
+    timed_on(&mut conn(addr, 0).await, args).await
+}
+
+/// How long one command takes on `c`, opened before the fault: a paused Redis holds a new
+/// connection's own handshake too.
+async fn timed_on(c: &mut MultiplexedConnection, args: &[&str]) -> Duration {
+    let sent = Instant::now();
+    let _: redis::Value = tokio::time::timeout(Duration::from_secs(10), query(c, args))
+        .await
+        .expect("answered within 10 s");
+    sent.elapsed()
+}
+
+#[tokio::test]
+async fn redis_restart_kills_the_server_and_starts_an_empty_one_on_the_same_port() {
+    let w = world().await;
+    let mut c = conn(w.addr, 0).await;
+    let _: () = query(&mut c, &["SET", "acme", "7"]).await;
+    let sha: String = query(&mut c, &["SCRIPT", "LOAD", "return 1"]).await;
+    let before = w.redis.lock().await.pid();
+
+    let faults = [Fault::RedisRestart {
+        down: Duration::from_millis(300),
+    }];
+    let applied = w.player.apply("p", &faults, Duration::from_secs(1)).await;
+    let done = applied.into_iter().next().unwrap().unwrap();
+    let after = w.redis.lock().await.pid();
+    assert_ne!(before, after, "a new process");
+    assert!(
+        done.reports[0].contains(&format!("pid {before}")),
+        "{done:?}"
+    );
+
+    let mut c = conn(w.addr, 0).await;
+    let size: u64 = query(&mut c, &["DBSIZE"]).await;
+    let scripts: Vec<u8> = query(&mut c, &["SCRIPT", "EXISTS", &sha]).await;
+    assert_eq!((size, scripts), (0, vec![0]), "keys and scripts are gone");
+    // Nothing to undo: the server answers, as before the fault.
+    assert!(w.player.remove("p", &faults).await[0].is_ok());
+    let pong: String = query(&mut c, &["PING"]).await;
+    assert_eq!(pong, "PONG");
+}
+
+#[tokio::test]
+async fn client_pause_holds_every_command_for_the_phase_and_write_mode_only_writes() {
+    let w = world().await;
+    let mut open = conn(w.addr, 0).await;
+    let all = [Fault::ClientPause {
+        mode: PauseMode::All,
+    }];
+    assert!(w.player.apply("p", &all, Duration::from_millis(800)).await[0].is_ok());
+    let held = timed_on(&mut open, &["GET", "acme"]).await;
+    assert!(held >= Duration::from_millis(600), "a read waits: {held:?}");
+    assert!(w.player.remove("p", &all).await[0].is_ok());
+    let free = timed(w.addr, &["GET", "acme"]).await;
+    assert!(
+        free < Duration::from_millis(100),
+        "answered at once: {free:?}"
+    );
+
+    let write = [Fault::ClientPause {
+        mode: PauseMode::Write,
+    }];
+    assert!(w.player.apply("q", &write, Duration::from_secs(30)).await[0].is_ok());
+    let read = timed(w.addr, &["GET", "acme"]).await;
+    assert!(read < Duration::from_millis(100), "reads pass: {read:?}");
+    let (written, removed) = tokio::join!(timed(w.addr, &["SET", "acme", "1"]), async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        w.player.remove("q", &write).await
+    });
+    assert!(removed[0].is_ok(), "{removed:?}");
+    assert!(
+        written >= Duration::from_millis(400) && written < Duration::from_secs(5),
+        "the write waited for the removal, not Redis's 30 s timer: {written:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_noisy_neighbour_scans_its_own_keyspace_and_holds_up_everyone_else() {
+    let w = world().await;
+    let fault = Fault::NoisyNeighbour {
+        keys: 200_000,
+        pause: Duration::ZERO,
+    };
+    let faults = [fault.clone()];
+    assert!(w.player.apply("p", &faults, Duration::from_secs(2)).await[0].is_ok());
+    let mut neighbour_db = conn(w.addr, 1).await;
+    let filled: u64 = query(&mut neighbour_db, &["DBSIZE"]).await;
+    assert_eq!(filled, 200_000);
+    let mut own_db = conn(w.addr, 0).await;
+    let own: u64 = query(&mut own_db, &["DBSIZE"]).await;
+    assert_eq!(own, 0, "the limiter's database is left alone");
+
+    let (from, until) = (Instant::now(), Instant::now() + Duration::from_millis(1500));
+    let cancel = CancellationToken::new();
+    let probe = async {
+        // Another client's PINGs, as a limiter's calls, while the neighbour scans.
+        let mut worst = Duration::ZERO;
+        while Instant::now() < until {
+            worst = worst.max(timed(w.addr, &["PING"]).await);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        worst
+    };
+    let (outcomes, worst) = tokio::join!(w.player.ongoing(&fault, from, until, &cancel), probe);
+    let done = outcomes[0].1.as_ref().unwrap();
+    assert!(done.commands > 5, "it scanned again and again: {done:?}");
+    assert!(
+        done.reports[0].contains("KEYS over 200000 keys"),
+        "{done:?}"
+    );
+    assert!(
+        worst >= Duration::from_millis(5),
+        "a PING queued behind a scan: {worst:?}"
+    );
+
+    assert!(w.player.remove("p", &faults).await[0].is_ok());
+    let left: u64 = query(&mut neighbour_db, &["DBSIZE"]).await;
+    assert_eq!(left, 0, "its keys are dropped at the end");
+}
+
+#[tokio::test]
+async fn eviction_drops_the_limiters_keys_without_an_error_and_is_put_back() {
+    let w = world().await;
+    let fault = Fault::Eviction {
+        policy: "allkeys-lru".into(),
+        rate: 200,
+        value_bytes: 64 * 1024,
+        headroom_bytes: 1024 * 1024,
+    };
+    let faults = [fault.clone()];
+    let mut c = conn(w.addr, 0).await;
+    assert!(w.player.apply("p", &faults, Duration::from_secs(3)).await[0].is_ok());
+
+    let (from, until) = (Instant::now(), Instant::now() + Duration::from_secs(2));
+    let cancel = CancellationToken::new();
+    let limiter = async {
+        // A fixed-window counter as a limiter keeps it: one INCR a request, 100 a second. An
+        // evicted counter starts again from 1, and nothing tells the caller.
+        let mut c = conn(w.addr, 0).await;
+        let (mut sent, mut last) = (0i64, 0i64);
+        while Instant::now() < until {
+            last = query(&mut c, &["INCR", "limiter:acme"]).await;
+            sent += 1;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (sent, last)
+    };
+    let (outcomes, (sent, last)) =
+        tokio::join!(w.player.ongoing(&fault, from, until, &cancel), limiter);
+    assert!(
+        outcomes[0].1.as_ref().unwrap().commands > 100,
+        "{outcomes:?}"
+    );
+    assert!(
+        last < sent,
+        "the counter was evicted and started again ({last} after {sent} increments)"
+    );
+
+    let removed = w.player.remove("p", &faults).await;
+    let done = removed[0].as_ref().unwrap();
+    assert!(
+        done.reports[0].starts_with("eviction: ") && !done.reports[0].starts_with("eviction: 0 "),
+        "{done:?}"
+    );
+    let maxmemory: Vec<String> = query(&mut c, &["CONFIG", "GET", "maxmemory"]).await;
+    let policy: Vec<String> = query(&mut c, &["CONFIG", "GET", "maxmemory-policy"]).await;
+    assert_eq!(
+        (maxmemory[1].as_str(), policy[1].as_str()),
+        ("0", "noeviction")
+    );
+    let filler: Vec<String> = query(&mut c, &["KEYS", "failmode:eviction-filler:*"]).await;
+    assert!(filler.is_empty(), "the filler is dropped");
+}
