@@ -1,6 +1,7 @@
 //! The shipped scenarios of the faults inside Redis (`redis-restart`, `client-pause`,
-//! `noisy-neighbour`, `eviction`), each scaled down and run by the harness on the reference
-//! and a policy or two beside it, asserting the outcome `scenarios/README.md` states.
+//! `noisy-neighbour`, `eviction`) and of the topology (`sticky-tenant`), each scaled down and
+//! run by the harness on the reference and a policy or two beside it, asserting the outcome
+//! `scenarios/README.md` states.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -150,5 +151,31 @@ async fn a_noisy_neighbour_pushes_some_calls_past_the_budget_the_reference_falls
     assert!(
         closed.counts.server_error as f64 > 0.02 * closed.counts.offered as f64,
         "the same waits answer 500 when closed: {closed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_pinned_to_one_instance_gets_one_share_of_the_limit_during_an_outage() {
+    let (r, _) = run_scaled("sticky-tenant", &["reference", "local-only"]).await;
+    // Local share: limit / 4 instances, 12 whole requests a window, and acme reaches only
+    // one instance: about 12 of its 50 entitled a second (measured: 12.1/s, wrongful denial
+    // 75.8 %), while globex and initech, spread evenly, are served in full.
+    let acme = tenant_in(&r, "reference", "fault", "acme");
+    assert!(
+        (0.70..0.80).contains(&acme.wrongful_denial) && acme.admitted_per_s < 15.0,
+        "{acme:?}"
+    );
+    for quiet in ["globex", "initech"] {
+        let t = tenant_in(&r, "reference", "fault", quiet);
+        assert!(t.wrongful_denial < 0.02, "{quiet}: {t:?}");
+    }
+    // While Redis is healthy, where acme lands does not matter.
+    let steady = tenant_in(&r, "reference", "steady", "acme");
+    assert!(steady.wrongful_denial < 0.05, "{steady:?}");
+    // The whole limit per instance, as local-only keeps it, holds a pinned acme at the limit.
+    let alone = tenant_in(&r, "local-only", "fault", "acme");
+    assert!(
+        alone.wrongful_denial < 0.05 && alone.over_admission < 0.1,
+        "{alone:?}"
     );
 }
