@@ -471,31 +471,24 @@ async fn play_timeline(
             // What ran for the whole phase ends on its own at this instant.
             while let Some(joined) = ongoing[p].join_next().await {
                 for (t, outcome) in joined.unwrap_or_default() {
-                    match outcome {
-                        Ok(done) => {
-                            fault_commands[p][t] += done.commands;
-                            for report in done.reports {
-                                note(t, FAULT_REPORT, report, done.at.unwrap_or(start + at));
-                            }
-                        }
-                        Err(e) => note(t, "fault-failed", e.to_string(), Instant::now()),
-                    }
+                    settle(
+                        outcome,
+                        "fault-failed",
+                        &mut fault_commands[p][t],
+                        &|k, d, a| note(t, k, d, a),
+                    );
                 }
             }
             let removed = player.remove(&phase.name, &phase.faults).await;
             for (t, outcome) in removed.into_iter().enumerate() {
-                match outcome {
-                    Ok(done) => {
-                        let at = done.at.unwrap_or_else(Instant::now);
-                        if !phase.faults.is_empty() {
-                            facts[p][t].faults_removed_at_s = Some(since(start, at));
-                        }
-                        fault_commands[p][t] += done.commands;
-                        for report in done.reports {
-                            note(t, FAULT_REPORT, report, at);
-                        }
-                    }
-                    Err(e) => note(t, "fault-not-removed", e.to_string(), Instant::now()),
+                let done_at = settle(
+                    outcome,
+                    "fault-not-removed",
+                    &mut fault_commands[p][t],
+                    &|k, d, a| note(t, k, d, a),
+                );
+                if let Some(at) = done_at.filter(|_| !phase.faults.is_empty()) {
+                    facts[p][t].faults_removed_at_s = Some(since(start, at));
                 }
             }
         }
@@ -520,18 +513,14 @@ async fn play_timeline(
                 .apply(&phase.name, &phase.faults, phase.end - phase.start)
                 .await;
             for (t, outcome) in applied.into_iter().enumerate() {
-                match outcome {
-                    Ok(done) => {
-                        let at = done.at.unwrap_or_else(Instant::now);
-                        if !phase.faults.is_empty() {
-                            facts[p][t].faults_applied_at_s = Some(since(start, at));
-                        }
-                        fault_commands[p][t] += done.commands;
-                        for report in done.reports {
-                            note(t, FAULT_REPORT, report, at);
-                        }
-                    }
-                    Err(e) => note(t, "fault-not-applied", e.to_string(), Instant::now()),
+                let done_at = settle(
+                    outcome,
+                    "fault-not-applied",
+                    &mut fault_commands[p][t],
+                    &|k, d, a| note(t, k, d, a),
+                );
+                if let Some(at) = done_at.filter(|_| !phase.faults.is_empty()) {
+                    facts[p][t].faults_applied_at_s = Some(since(start, at));
                 }
             }
             for fault in phase.faults.iter().filter(|f| f.is_ongoing()) {
@@ -574,6 +563,30 @@ async fn play_timeline(
         while set.join_next().await.is_some() {}
     }
     facts
+}
+
+/// Records one target's fault outcome: its own commands counted, its reports noted as
+/// events, a failure noted as `failed`. Returns when it was done, if it was.
+fn settle(
+    outcome: Outcome,
+    failed: &str,
+    commands: &mut u64,
+    note: &dyn Fn(&str, String, Instant),
+) -> Option<Instant> {
+    match outcome {
+        Ok(done) => {
+            let at = done.at.unwrap_or_else(Instant::now);
+            *commands += done.commands;
+            for report in done.reports {
+                note(FAULT_REPORT, report, at);
+            }
+            Some(at)
+        }
+        Err(e) => {
+            note(failed, e.to_string(), Instant::now());
+            None
+        }
+    }
 }
 
 /// How a child that is no longer running ended, or `None` while it runs.
