@@ -78,28 +78,89 @@ async fn eviction_lets_acme_through_with_no_error_anywhere() {
     }
 }
 
+/// What a restart at `pos` (0..1) into a window adds to a tenant sending `rate` a second
+/// (uniformly) over a limit that admits `per_window` a window in steady overload, under the
+/// sliding-window counter, against what it would have got. In steady overload the window's
+/// count grows as `per_window * pos` (the previous window's count decays), so that much is
+/// already in. For `down` seconds nothing answers and every instance decides by its local
+/// share, fresh, admitting what arrives. Then both counts are gone: the rest of the window
+/// admits `min(per_window, rate * (1 - pos - down))`. Every later window ends at
+/// `per_window` again. With no down time: zero at a window's edges, and at most
+/// `per_window * (1 - per_window / rate)`.
+fn restart_burst(pos: f64, down: f64, per_window: f64, rate: f64) -> f64 {
+    let rest = (1.0 - pos - down).max(0.0);
+    (per_window * pos + rate * down + per_window.min(rate * rest) - per_window).max(0.0)
+}
+
+#[test]
+fn a_restart_adds_nothing_at_a_windows_edge_and_most_where_the_rest_just_holds_a_limit() {
+    assert_eq!(restart_burst(0.0, 0.0, 50.0, 120.0), 0.0);
+    assert!(restart_burst(1.0, 0.0, 50.0, 120.0).abs() < 1e-9);
+    let peak = 1.0 - 50.0 / 120.0;
+    assert!((restart_burst(peak, 0.0, 50.0, 120.0) - 50.0 * peak).abs() < 1e-9);
+    assert!(restart_burst(0.3, 0.0, 50.0, 120.0) < restart_burst(peak, 0.0, 50.0, 120.0));
+    assert!(restart_burst(0.9, 0.0, 50.0, 120.0) < restart_burst(peak, 0.0, 50.0, 120.0));
+    // While Redis is down the local share lets the arrivals through.
+    assert!((restart_burst(0.2, 0.05, 50.0, 120.0) - (10.0 + 6.0)).abs() < 1e-9);
+}
+
+/// The number after `label` in a fault's report.
+fn reported(report: &str, label: &str) -> f64 {
+    report
+        .split(label)
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no {label:?} in {report}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redis_restart_lets_one_windows_worth_through_then_limits_again() {
+async fn a_redis_restart_admits_what_the_lost_counts_held_back_then_limits_again() {
     let (r, series) = run_scaled("redis-restart", &["reference"]).await;
     let restarted = reports(&r, "reference");
-    assert!(
-        restarted.iter().any(|d| d.contains("started again empty")),
-        "{restarted:?}"
-    );
-    let acme: Vec<&SeriesRow> = series
+    let report = restarted
         .iter()
-        .filter(|s| s.target == "reference" && s.tenant == "acme" && s.phase == "fault")
-        .collect();
-    // The restart lands 0.1 s into the fault's first second: the counts of the window it
-    // was in are gone, so acme gets up to a window's worth again (measured: 74 of 120
-    // against 50).
-    let first = acme.first().unwrap();
-    assert!(
-        first.counts.admitted as f64 > 1.3 * r.limit,
-        "a burst right after: {first:?}"
+        .find(|d| d.contains("started again empty"))
+        .unwrap_or_else(|| panic!("{restarted:?}"));
+    // The scenario's window is 1 s; Redis's `TIME` reads the clock the report was taken on.
+    let pos = reported(report, "unix time ").fract();
+    let down = reported(report, "answering ") / 1_000.0;
+    let acme = |phase: &str| -> Vec<&SeriesRow> {
+        let rows: Vec<&SeriesRow> = series
+            .iter()
+            .filter(|s| s.target == "reference" && s.tenant == "acme" && s.phase == phase)
+            .collect();
+        // A phase's last second may be cut short by the phase's end.
+        rows[..rows.len() - 1].to_vec()
+    };
+    // What a second admits in steady overload: one under the limit (a request is admitted
+    // while the estimate plus one stays within it).
+    let recovery = acme("recovery");
+    let per_second =
+        recovery.iter().map(|s| s.counts.admitted).sum::<u64>() as f64 / recovery.len() as f64;
+    let fault = acme("fault");
+    // The whole burst falls within two windows of the restart, at the fault's start.
+    let admitted: u64 = fault.iter().map(|s| s.counts.admitted).sum();
+    let burst = admitted as f64 - per_second * fault.len() as f64;
+    // The instances notice the loss and retry on a back-off of 25, 50, 100 ms…: they are
+    // back on the new server up to one step (50 ms) after it answers.
+    let low = restart_burst(pos, down, per_second, 120.0);
+    let high = restart_burst(pos, down + 0.05, per_second, 120.0);
+    println!(
+        "{report}: {pos:.3} into a window, {low:.1}–{high:.1} more expected, {burst:.1} measured"
     );
-    // The script is loaded again and counting resumes: every later second at the limit.
-    for s in &acme[1..acme.len() - 1] {
+    // ±3: a span of whole seconds holds the steady count ±1 at each end (admissions are
+    // 1/limit apart, seconds and windows are not aligned), and a back-off step may start
+    // late. Measured within 0.4 of the range over six runs, the restart from 0.06 to 0.99
+    // into its window.
+    assert!(
+        burst >= low - 3.0 && burst <= high + 3.0,
+        "{pos:.3} into a window, down {down:.3} s: {low:.1}–{high:.1} more expected, \
+         {burst:.1} measured: {fault:?}"
+    );
+    // Counting resumes on the new server (its script loaded again): every later second at
+    // the limit.
+    for s in &fault[1..] {
         assert!(
             s.counts.admitted as f64 <= r.limit + 2.0,
             "limited again: {s:?}"

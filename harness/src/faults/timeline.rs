@@ -111,10 +111,19 @@ impl Step<'_> {
                 let (redis, _) = self.redis(fault)?;
                 let mut redis = redis.lock().await;
                 let before = redis.pid();
+                // On Redis's own clock (`TIME` reads the same system clock), so a reader can
+                // tell where in the limiter's window the counts were lost.
+                let killed = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                let started = Instant::now();
                 redis.crash_and_restart(*down).await?;
                 done.reports.push(format!(
-                    "redis-server killed (pid {before}) and started again empty (pid {})",
-                    redis.pid()
+                    "redis-server killed (pid {before}) at unix time {:.3} and started again \
+                     empty (pid {}), answering {} ms later",
+                    killed.as_secs_f64(),
+                    redis.pid(),
+                    started.elapsed().as_millis()
                 ));
             }
             (Fault::RedisRestart { .. }, Op::Remove) => {}
