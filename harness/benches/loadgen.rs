@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use failmode::load::{
-    Arrival, LoadPlan, Outcome, Recorder, Sample, Spread, TargetPlan, TenantPlan, try_run,
+    Arrival, Client, LoadPlan, Outcome, Recorder, Sample, Spread, TargetPlan, TenantPlan, try_run,
 };
 use hdrhistogram::Histogram;
 use nix::sys::resource::{UsageWho, getrusage};
@@ -293,6 +293,7 @@ fn child_engine(rate: f64, secs: u64, addr: SocketAddr) {
                 rate_per_s: rate * share,
                 arrival: Arrival::Uniform,
                 spread: Spread::RoundRobin,
+                client: Client::None,
             })
             .collect(),
         duration,

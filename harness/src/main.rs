@@ -335,6 +335,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             println!("\n{} — {}", r.scenario, r.description);
             println!("{}", report::summary_table(r));
             println!("\n{}", report::admitted_table(r));
+            if report::clients_acted(r) {
+                println!("\n{}", report::amplification_table(r));
+            }
             for note in &r.notes {
                 println!("note: {note}");
             }

@@ -106,6 +106,7 @@ fn phase(
         fallbacks: None,
         store_commands: None,
         store_amplification: None,
+        client_amplification: None,
         tenants: vec![tenant("acme", offered, rates, latency)],
         all,
     };
@@ -404,12 +405,15 @@ fn write_folder(dir: &Path, r: &Repeat) {
             let (p50, max) = (s.p50_us[i], s.max_us[i]);
             for tenant in ["acme", "all"] {
                 csv += &format!(
-                    "{},{tenant},{second},{},145,87,58,0,0,0,0,0,{p50},{p99},{max}\n",
+                    "{},{tenant},{second},{},145,87,58,0,0,0,0,0,{p50},{p99},{max},0,0\n",
                     s.target, s.phase
                 );
             }
         }
-        csv += &format!("{},all,99,{},0,0,0,0,0,0,0,0,0,0,0\n", s.target, s.phase);
+        csv += &format!(
+            "{},all,99,{},0,0,0,0,0,0,0,0,0,0,0,0,0\n",
+            s.target, s.phase
+        );
     }
     std::fs::write(dir.join("series.csv"), csv).unwrap();
 }

@@ -1,7 +1,7 @@
 //! The shipped scenarios of the faults inside Redis (`redis-restart`, `client-pause`,
-//! `noisy-neighbour`, `eviction`) and of the topology (`sticky-tenant`), each scaled down and
-//! run by the harness on the reference and a policy or two beside it, asserting the outcome
-//! `scenarios/README.md` states.
+//! `noisy-neighbour`, `eviction`), of the topology (`sticky-tenant`) and of the clients
+//! (`retry-storm`), each scaled down and run by the harness on the reference and a policy or
+//! two beside it, asserting the outcome `scenarios/README.md` states.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -238,5 +238,63 @@ async fn a_tenant_pinned_to_one_instance_gets_one_share_of_the_limit_during_an_o
     assert!(
         alone.wrongful_denial < 0.05 && alone.over_admission < 0.1,
         "{alone:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retrying_clients_triple_the_load_on_a_fail_closed_limiter_and_not_on_the_reference() {
+    let (r, _) = run_scaled(
+        "retry-storm",
+        &["fail-closed", "fail-closed-503", "reference"],
+    )
+    .await;
+    let amplification = |target: &str, tenant: &str| {
+        tenant_in(&r, target, "fault", tenant)
+            .counts
+            .client_amplification()
+            .unwrap()
+    };
+    for target in ["fail-closed", "fail-closed-503"] {
+        // Every request fails during the cut and acme's library sends it twice more at once.
+        // The fault ends well before the run does, so no retry is cut short.
+        let acme = amplification(target, "acme");
+        assert!((acme - 3.0).abs() < 0.01, "{target}: acme {acme}");
+        // Backoff: 4 attempts, fewer only for the requests whose later attempts fall after
+        // the cut (at most 0.1 + 0.2 + 0.4 s of waits: the last 0.7 s of 6, at 5/s).
+        let initech = amplification(target, "initech");
+        assert!(
+            (3.7..=4.0).contains(&initech),
+            "{target}: initech {initech}"
+        );
+        // The throttle starts refusing once its requests pass twice its accepts (the 40 of
+        // the steady phase), 2 s into the cut, and refuses more as its history fills: about
+        // 21 of 120 expected (the chance of the n-th is (n − 80) / (n + 1)), sd 4; measured
+        // 12–24 (0.80–0.90), and 0.81–0.83 at full length.
+        let hooli = amplification(target, "hooli");
+        assert!((0.7..0.95).contains(&hooli), "{target}: hooli {hooli}");
+    }
+    // A bare 500 tells globex's client nothing: sent once. A 503 with Retry-After: 1 is sent
+    // again a second later, twice: the waits show in its latency, not as fewer attempts.
+    let bare = amplification("fail-closed", "globex");
+    assert!((bare - 1.0).abs() < 1e-9, "globex on 500: {bare}");
+    let told = amplification("fail-closed-503", "globex");
+    assert!(told > 2.5, "globex on 503 + Retry-After: {told}");
+    let waited = tenant_in(&r, "fail-closed-503", "fault", "globex")
+        .latency_us
+        .p50;
+    assert!(waited >= 1_900_000, "two 1 s waits: p50 {waited} µs");
+    // The reference answers 429 to acme (no client retries a 429) and admits the rest:
+    // not one retry, nothing throttled.
+    let all = tenant_in(&r, "reference", "fault", "all");
+    assert_eq!(
+        (all.counts.retries, all.counts.throttled),
+        (0, 0),
+        "{all:?}"
+    );
+    assert!(tenant_in(&r, "reference", "fault", "acme").counts.limited > 0);
+    let closed = tenant_in(&r, "fail-closed", "fault", "all");
+    assert!(
+        closed.counts.client_amplification().unwrap() > 2.3,
+        "{closed:?}"
     );
 }

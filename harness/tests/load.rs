@@ -1,6 +1,6 @@
 //! The load engine against a real loopback server it cannot tell from a target: rates,
 //! open-model sending through a stall, failure classification, the in-flight bound, spread
-//! over instances and cancellation.
+//! over instances, cancellation, and the tenants' client behaviours (retries, throttling).
 //!
 //! The server is written on raw tokio sockets rather than hyper's server: the tests need
 //! exact control of failures (close the socket mid-exchange, never answer), which a real HTTP
@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use failmode::load::{
-    Arrival, LoadError, LoadPlan, LoadSummary, Outcome, Recorder, Sample, Spread, TargetPlan,
-    TenantPlan, TransportError, try_run,
+    Arrival, Client, LoadError, LoadPlan, LoadSummary, Outcome, Recorder, Sample, Spread,
+    TargetPlan, TenantPlan, TransportError, try_run,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -28,6 +28,11 @@ enum Action {
     Answer {
         status: u16,
         after: Duration,
+    },
+    /// Answer at once with `Retry-After: retry_after_s`.
+    Told {
+        status: u16,
+        retry_after_s: u64,
     },
     /// Close the connection without answering.
     Close,
@@ -132,6 +137,17 @@ async fn serve(
                     return;
                 }
             }
+            Action::Told {
+                status,
+                retry_after_s,
+            } => {
+                let response = format!(
+                    "HTTP/1.1 {status} X\r\nretry-after: {retry_after_s}\r\ncontent-length: 2\r\n\r\nok"
+                );
+                if socket.write_all(response.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
             Action::Close => return,
             Action::Silent => std::future::pending::<()>().await,
         }
@@ -168,7 +184,13 @@ fn tenant(name: &str, rate_per_s: f64, spread: Spread) -> TenantPlan {
         rate_per_s,
         arrival: Arrival::Uniform,
         spread,
+        client: Client::None,
     }
+}
+
+fn with_client(mut t: TenantPlan, client: Client) -> TenantPlan {
+    t.client = client;
+    t
 }
 
 fn plan(instances: Vec<SocketAddr>, tenants: Vec<TenantPlan>, duration: Duration) -> LoadPlan {
@@ -199,12 +221,18 @@ async fn run(plan: LoadPlan, cancel: CancellationToken) -> (LoadSummary, Arc<Sam
 fn assert_accounted(summary: &LoadSummary, samples: &Samples) {
     assert_eq!(
         summary.scheduled,
-        summary.sent + summary.dropped + summary.cancelled,
+        summary.sent + summary.dropped + summary.cancelled + summary.throttled,
         "{summary:?}"
     );
     assert_eq!(
         samples.all().len() as u64,
-        summary.sent - summary.abandoned + summary.dropped,
+        summary.sent - summary.abandoned + summary.dropped + summary.throttled,
+        "{summary:?}"
+    );
+    let attempts: u64 = samples.all().iter().map(|s| u64::from(s.attempts)).sum();
+    assert_eq!(
+        attempts,
+        summary.sent - summary.abandoned + summary.retries,
         "{summary:?}"
     );
 }
@@ -581,4 +609,178 @@ async fn a_plan_that_cannot_be_sent_is_refused_before_anything_is_sent() {
     }
     assert!(samples.all().is_empty());
     assert_eq!(server.seen().len(), 0);
+}
+
+#[tokio::test]
+async fn retry_5xx_sends_a_failed_request_again_at_once_until_its_attempts_are_spent() {
+    let server = Server::start(|_| answer(500)).await;
+    let client = Client::Retry5xx { attempts: 3 };
+    let tenants = vec![with_client(tenant("acme", 40.0, Spread::Sticky), client)];
+    let (summary, samples, _) = run(
+        plan(vec![server.addr], tenants, Duration::from_millis(500)),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_accounted(&summary, &samples);
+    // The last requests may lose a retry to the run's end; every other one is sent 3 times.
+    assert!(summary.retries >= 2 * (summary.sent - 2), "{summary:?}");
+    assert_eq!(server.seen().len() as u64, summary.sent + summary.retries);
+    for s in samples.all().iter().filter(|s| s.attempts == 3) {
+        assert_eq!(s.outcome, Outcome::ServerError);
+        // Three exchanges on loopback, no wait between them.
+        assert!(s.service_time < Duration::from_millis(50), "{s:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_retry_that_succeeds_makes_the_request_admitted_and_is_counted_apart() {
+    // Every other request of the server fails: each request's first attempt fails, its retry
+    // (on the next instance) is admitted.
+    let calls = Arc::new(Mutex::new(0u64));
+    let server = Server::start(move |_| {
+        let mut n = calls.lock().unwrap();
+        *n += 1;
+        answer(if *n % 2 == 1 { 503 } else { 200 })
+    })
+    .await;
+    let client = Client::Retry5xx { attempts: 5 };
+    let tenants = vec![with_client(
+        tenant("acme", 20.0, Spread::RoundRobin),
+        client,
+    )];
+    let (summary, samples, _) = run(
+        plan(vec![server.addr], tenants, Duration::from_millis(500)),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_accounted(&summary, &samples);
+    assert_eq!(summary.retries, summary.sent, "{summary:?}");
+    for s in samples.all() {
+        assert_eq!((s.outcome, s.attempts), (Outcome::Admitted, 2), "{s:?}");
+    }
+}
+
+#[tokio::test]
+async fn retry_backoff_waits_a_jittered_time_under_each_doubling_ceiling() {
+    let server = Server::start(|_| answer(503)).await;
+    let (base, cap) = (Duration::from_millis(40), Duration::from_millis(100));
+    let client = Client::RetryBackoff {
+        attempts: 4,
+        base,
+        cap,
+    };
+    // Two requests 0.5 s apart: each one's attempts (at most 40 + 80 + 100 ms of waits)
+    // are over before the next begins, so the server's arrivals group by request.
+    let tenants = vec![with_client(tenant("acme", 2.0, Spread::Sticky), client)];
+    let (summary, samples, _) = run(
+        plan(vec![server.addr], tenants, Duration::from_millis(1_000)),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_accounted(&summary, &samples);
+    assert_eq!((summary.sent, summary.retries), (2, 6), "{summary:?}");
+    let seen: Vec<Instant> = server.seen().iter().map(|s| s.at).collect();
+    let mut waits = Vec::new();
+    for request in seen.chunks(4) {
+        for (n, pair) in request.windows(2).enumerate() {
+            let wait = pair[1].duration_since(pair[0]);
+            let ceiling = (base * (1 << n)).min(cap);
+            // Plus a loopback exchange and tokio's millisecond timer.
+            assert!(wait <= ceiling + Duration::from_millis(15), "{n}: {wait:?}");
+            waits.push(wait);
+        }
+    }
+    // Full jitter: not every wait at its ceiling (six draws all within 5 ms of the top has a
+    // chance below 1e-6).
+    assert!(
+        waits
+            .iter()
+            .any(|w| *w + Duration::from_millis(5) < cap.min(base)),
+        "{waits:?}"
+    );
+    for s in samples.all() {
+        assert_eq!((s.outcome, s.attempts), (Outcome::Unavailable, 4));
+    }
+}
+
+#[tokio::test]
+async fn honour_retry_after_waits_the_seconds_it_is_told_and_ignores_a_bare_500() {
+    let server = Server::start(|caller| match caller {
+        "told" => Action::Told {
+            status: 429,
+            retry_after_s: 1,
+        },
+        _ => answer(500),
+    })
+    .await;
+    let client = Client::HonourRetryAfter { attempts: 2 };
+    let tenants = vec![
+        with_client(tenant("told", 2.0, Spread::Sticky), client),
+        with_client(tenant("bare", 2.0, Spread::Sticky), client),
+    ];
+    let (summary, samples, _) = run(
+        plan(vec![server.addr], tenants, Duration::from_millis(1_600)),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_accounted(&summary, &samples);
+    let of = |tenant: usize| -> Vec<Sample> {
+        samples
+            .all()
+            .into_iter()
+            .filter(|s| s.tenant == tenant)
+            .collect()
+    };
+    // A 500 carries no Retry-After: sent once.
+    assert_eq!(server.count_of("bare"), of(1).len());
+    assert!(of(1).iter().all(|s| s.attempts == 1));
+    // A 429 with Retry-After: 1 is sent again a second later (unless that is past the end).
+    let retried: Vec<Sample> = of(0).into_iter().filter(|s| s.attempts == 2).collect();
+    assert!(!retried.is_empty(), "{:?}", of(0));
+    for s in retried {
+        assert_eq!(s.outcome, Outcome::Limited);
+        assert!(
+            s.service_time >= Duration::from_secs(1)
+                && s.service_time < Duration::from_millis(1_050),
+            "{s:?}"
+        );
+    }
+    assert_eq!(
+        server.count_of("told") as u64,
+        of(0).iter().map(|s| u64::from(s.attempts)).sum::<u64>()
+    );
+}
+
+#[tokio::test]
+async fn adaptive_throttling_refuses_locally_once_the_server_refuses_and_never_when_it_accepts() {
+    let server = Server::start(|caller| answer(if caller == "refused" { 429 } else { 200 })).await;
+    let client = Client::AdaptiveThrottling {
+        k: 2.0,
+        window: Duration::from_secs(120),
+    };
+    let tenants = vec![
+        with_client(tenant("refused", 100.0, Spread::Sticky), client),
+        with_client(tenant("accepted", 100.0, Spread::Sticky), client),
+    ];
+    let (summary, samples, _) = run(
+        plan(vec![server.addr], tenants, Duration::from_secs(2)),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_accounted(&summary, &samples);
+    let by = |tenant: usize, outcome: Outcome| {
+        samples
+            .all()
+            .iter()
+            .filter(|s| s.tenant == tenant && s.outcome == outcome)
+            .count()
+    };
+    assert_eq!(by(1, Outcome::Throttled), 0);
+    assert_eq!(by(1, Outcome::Admitted), 200);
+    // Nothing accepted: the chance of refusing the n-th request is (n − 1) / n, so about
+    // ln(200) ≈ 6 of 200 still leave.
+    let sent = server.count_of("refused");
+    assert!((2..=15).contains(&sent), "{sent} sent");
+    assert_eq!(by(0, Outcome::Throttled) + sent, 200);
+    assert_eq!(summary.throttled as usize, 200 - sent);
 }

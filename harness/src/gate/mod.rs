@@ -47,11 +47,13 @@ pub enum Metric {
     WrongfulDenial,
     /// Seconds from the end of the gate's phase (the fault) until back in the steady band.
     RecoveryS,
-    /// Redis commands per client request.
+    /// Redis commands per attempt sent.
     StoreAmplification,
+    /// Attempts sent per request offered (retrying clients above 1).
+    ClientAmplification,
 }
 
-const METRICS: [(&str, Metric); 12] = [
+const METRICS: [(&str, Metric); 13] = [
     ("p50_ms", Metric::P50Ms),
     ("p99_ms", Metric::P99Ms),
     ("p999_ms", Metric::P999Ms),
@@ -64,6 +66,7 @@ const METRICS: [(&str, Metric); 12] = [
     ("wrongful_denial", Metric::WrongfulDenial),
     ("recovery_s", Metric::RecoveryS),
     ("store_amplification", Metric::StoreAmplification),
+    ("client_amplification", Metric::ClientAmplification),
 ];
 
 impl Metric {
@@ -92,7 +95,7 @@ impl Metric {
             }
             Self::TransportErrors => format!("{v:.0}"),
             Self::RecoveryS => format!("{v:.1} s"),
-            Self::StoreAmplification => format!("{v:.2}"),
+            Self::StoreAmplification | Self::ClientAmplification => format!("{v:.2}"),
         }
     }
 }
@@ -306,6 +309,7 @@ fn tenant_value(metric: Metric, t: &TenantResult) -> Option<f64> {
         Metric::TransportErrors => c.transport_error as f64,
         Metric::OverAdmission => t.over_admission,
         Metric::WrongfulDenial => t.wrongful_denial,
+        Metric::ClientAmplification => return c.client_amplification(),
         Metric::RecoveryS | Metric::StoreAmplification => return None,
     })
 }

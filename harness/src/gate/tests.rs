@@ -53,6 +53,7 @@ fn phase(name: &str, start_s: f64, end_s: f64, acme_admitted: u64) -> PhaseResul
         fallbacks: None,
         store_commands: Some(300),
         store_amplification: Some(1.5),
+        client_amplification: None,
         all: tenant("all", 0, 0, 0.0, 20_000),
         tenants,
     }
@@ -139,6 +140,30 @@ fn every_latency_and_rate_metric_reads_its_value() {
     assert_eq!(tenant_value(Metric::Rate5xx, acme), Some(0.0));
     assert_eq!(tenant_value(Metric::TransportErrors, acme), Some(0.0));
     assert_eq!(tenant_value(Metric::WrongfulDenial, acme), Some(0.0));
+    assert_eq!(tenant_value(Metric::ClientAmplification, acme), Some(1.0));
+}
+
+#[test]
+fn client_amplification_is_attempts_sent_per_request_offered() {
+    let mut r = run();
+    let acme = &mut r.targets[0].phases[1].tenants[0];
+    // 3,600 offered, 600 refused by the client itself, 2,000 retries sent.
+    acme.counts.throttled = 600;
+    acme.counts.retries = 2_000;
+    let g = gates(
+        r#"
+        [[gates]]
+        target = "reference"
+        phase = "fault"
+        metric = "client_amplification"
+        tenant = "acme"
+        max = 1.2
+        "#,
+    )
+    .unwrap();
+    let checks = evaluate(&r, &[], &g).unwrap();
+    assert!(!checks[0].passed, "{}", checks[0]);
+    assert_eq!(checks[0].actual_text(), format!("{:.2}", 5_000.0 / 3_600.0));
 }
 
 #[test]

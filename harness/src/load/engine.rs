@@ -26,26 +26,39 @@
 //! one due beyond it is dropped and recorded as [`Outcome::Dropped`], never delayed. A
 //! connection carries one request at a time, so an instance never has more connections than
 //! that bound. No per-request state outlives the request: memory does not grow with the run.
+//!
+//! Client behaviours ([`Client`]): a request's task sends its retries itself, on the next
+//! instance for a round-robin tenant (as a balancer would), holding its in-flight permit
+//! through the waits; no retry starts after the run's end. An adaptive-throttling tenant's
+//! refusals are decided on the load thread, from a per-stream history and random stream.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::pin::pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Empty;
 use hyper::header::{HOST, HeaderName, HeaderValue};
 use hyper::{Request, Uri};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::client::{Client, Throttle};
 use super::exchange::{self, Pool};
 use super::pacer::Pacer;
 use super::schedule::Schedule;
 use super::{LoadPlan, LoadSummary, Outcome, Recorder, Sample, Spread};
+
+/// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
+/// they never share a stream with the arrival schedules.
+const CLIENT_SEED_SALT: u64 = 0x636c_6965_6e74_7321;
 
 /// The dispatcher wakes at most once per quantum; requests falling due within it leave
 /// together at its end.
@@ -215,6 +228,16 @@ impl Prepared {
             callers,
         })
     }
+
+    /// The request of `tenant` to `target`'s `instance`.
+    fn request(&self, target: usize, instance: usize, tenant: usize) -> Request<Empty<Bytes>> {
+        let mut request = Request::new(Empty::<Bytes>::new());
+        *request.uri_mut() = self.paths[target].clone();
+        let headers = request.headers_mut();
+        headers.insert(HOST, self.hosts[target][instance].clone());
+        headers.insert(self.headers[target].clone(), self.callers[tenant].clone());
+        request
+    }
 }
 
 /// One target × tenant: its schedule and where its next request goes.
@@ -226,6 +249,11 @@ struct Stream {
     spread: Spread,
     instances: usize,
     next_instance: usize,
+    client: Client,
+    /// The client's own draws: throttling refusals, and a seed per request for its backoff.
+    rng: ChaCha8Rng,
+    /// Shared with the stream's requests in flight, which count the accepts.
+    throttle: Option<Arc<Mutex<Throttle>>>,
 }
 
 impl Stream {
@@ -245,12 +273,15 @@ impl Stream {
 
 /// The generator's state, owned by the load thread.
 struct Load {
-    prepared: Prepared,
+    prepared: Arc<Prepared>,
     streams: Vec<Stream>,
     in_flight: Vec<Arc<Semaphore>>,
     /// Per target, per instance.
-    pools: Vec<Vec<Arc<Pool>>>,
+    pools: Vec<Arc<[Pool]>>,
     start: Instant,
+    /// No retry starts after this.
+    end: Instant,
+    retries: Arc<AtomicU64>,
     quantum: Duration,
     request_timeout: Duration,
     recorder: Arc<dyn Recorder>,
@@ -282,11 +313,23 @@ impl Load {
                     spread: c.spread,
                     instances: t.instances.len(),
                     next_instance: tenant % t.instances.len(),
+                    client: c.client,
+                    rng: {
+                        let mut rng = ChaCha8Rng::seed_from_u64(plan.seed ^ CLIENT_SEED_SALT);
+                        rng.set_stream(((target as u64) << 32) ^ tenant as u64);
+                        rng
+                    },
+                    throttle: match c.client {
+                        Client::AdaptiveThrottling { k, window } => {
+                            Some(Arc::new(Mutex::new(Throttle::new(k, window))))
+                        }
+                        _ => None,
+                    },
                 });
             }
         }
         Self {
-            prepared,
+            prepared: Arc::new(prepared),
             streams,
             quantum: pacing_quantum(plan),
             in_flight: plan
@@ -297,14 +340,11 @@ impl Load {
             pools: plan
                 .targets
                 .iter()
-                .map(|t| {
-                    t.instances
-                        .iter()
-                        .map(|&a| Arc::new(Pool::new(a)))
-                        .collect()
-                })
+                .map(|t| t.instances.iter().map(|&a| Pool::new(a)).collect())
                 .collect(),
             start,
+            end: start + plan.duration,
+            retries: Arc::new(AtomicU64::new(0)),
             request_timeout: plan.request_timeout,
             recorder,
             tasks: TaskTracker::new(),
@@ -374,6 +414,7 @@ impl Load {
         }
         // Counted on the load thread: no task runs between this and the runtime's drop.
         self.summary.abandoned = self.tasks.len() as u64;
+        self.summary.retries = self.retries.load(Ordering::Relaxed);
         if was_cancelled {
             // Counted by walking the rest of each schedule: exact, and done once the requests
             // in flight are settled, since it can take a moment on a long run.
@@ -392,39 +433,60 @@ impl Load {
         let (target, tenant) = (stream.target, stream.tenant);
         let instance = stream.pick_instance();
         self.summary.scheduled += 1;
+        let unsent = |outcome| Sample {
+            target,
+            tenant,
+            instance,
+            scheduled: offset,
+            send_lag: Duration::ZERO,
+            latency: Duration::ZERO,
+            service_time: Duration::ZERO,
+            outcome,
+            attempts: 0,
+        };
+        if let Some(throttle) = &stream.throttle {
+            let mut throttle = throttle.lock().unwrap_or_else(|e| e.into_inner());
+            let refuse = throttle.reject_probability(offset);
+            throttle.request(offset);
+            if refuse > 0.0 && stream.rng.random::<f64>() < refuse {
+                self.summary.throttled += 1;
+                self.recorder.record(&unsent(Outcome::Throttled));
+                return;
+            }
+        }
         let Ok(permit) = self.in_flight[target].clone().try_acquire_owned() else {
             self.summary.dropped += 1;
-            self.recorder.record(&Sample {
-                target,
-                tenant,
-                instance,
-                scheduled: offset,
-                send_lag: Duration::ZERO,
-                latency: Duration::ZERO,
-                service_time: Duration::ZERO,
-                outcome: Outcome::Dropped,
-            });
+            self.recorder.record(&unsent(Outcome::Dropped));
             return;
         };
         self.summary.sent += 1;
 
-        let mut request = Request::new(Empty::<Bytes>::new());
-        *request.uri_mut() = self.prepared.paths[target].clone();
-        let headers = request.headers_mut();
-        headers.insert(HOST, self.prepared.hosts[target][instance].clone());
-        headers.insert(
-            self.prepared.headers[target].clone(),
-            self.prepared.callers[tenant].clone(),
-        );
-        let pool = Arc::clone(&self.pools[target][instance]);
+        let request = Attempts {
+            prepared: Arc::clone(&self.prepared),
+            pools: Arc::clone(&self.pools[target]),
+            target,
+            tenant,
+            first_instance: instance,
+            spread: stream.spread,
+            client: stream.client,
+            rng: if stream.client.retries() {
+                Some(ChaCha8Rng::seed_from_u64(stream.rng.random()))
+            } else {
+                None
+            },
+            throttle: stream.throttle.clone(),
+            start: self.start,
+            end: self.end,
+            timeout: self.request_timeout,
+            retries: Arc::clone(&self.retries),
+        };
         let recorder = Arc::clone(&self.recorder);
         let scheduled_at = self.start + offset;
-        let timeout = self.request_timeout;
         self.tasks.spawn(async move {
             // The actual send: the task's first poll, right before the request is handed to
             // the connection.
             let sent_at = Instant::now();
-            let outcome = exchange::exchange(&pool, request, timeout).await;
+            let (outcome, attempts) = request.run().await;
             let done_at = Instant::now();
             drop(permit);
             recorder.record(&Sample {
@@ -436,7 +498,66 @@ impl Load {
                 latency: done_at.saturating_duration_since(scheduled_at),
                 service_time: done_at.saturating_duration_since(sent_at),
                 outcome,
+                attempts,
             });
         });
+    }
+}
+
+/// One request and the retries its client sends after it.
+struct Attempts {
+    prepared: Arc<Prepared>,
+    pools: Arc<[Pool]>,
+    target: usize,
+    tenant: usize,
+    first_instance: usize,
+    spread: Spread,
+    client: Client,
+    /// Present when the client retries: its backoff jitter.
+    rng: Option<ChaCha8Rng>,
+    throttle: Option<Arc<Mutex<Throttle>>>,
+    start: Instant,
+    end: Instant,
+    timeout: Duration,
+    retries: Arc<AtomicU64>,
+}
+
+impl Attempts {
+    /// Sends until the client is done: the last outcome, and how many attempts were sent.
+    async fn run(mut self) -> (Outcome, u32) {
+        let mut sent = 0;
+        loop {
+            let instance = match self.spread {
+                Spread::Sticky => self.first_instance,
+                Spread::RoundRobin => (self.first_instance + sent as usize) % self.pools.len(),
+            };
+            let request = self.prepared.request(self.target, instance, self.tenant);
+            let (outcome, retry_after) =
+                exchange::exchange(&self.pools[instance], request, self.timeout).await;
+            sent += 1;
+            if outcome == Outcome::Admitted
+                && let Some(throttle) = &self.throttle
+            {
+                let now = Instant::now().saturating_duration_since(self.start);
+                throttle
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .accept(now);
+            }
+            let Some(rng) = self.rng.as_mut() else {
+                return (outcome, sent);
+            };
+            let Some(wait) = self.client.next_wait(sent, outcome, retry_after, rng) else {
+                return (outcome, sent);
+            };
+            // Past the run's end the run is over for the clients too: bounded in time.
+            if Instant::now() + wait >= self.end {
+                return (outcome, sent);
+            }
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            self.retries.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }

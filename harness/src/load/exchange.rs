@@ -22,6 +22,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::client::parse_retry_after;
 use super::{Outcome, TransportError};
 
 type Sender = SendRequest<Empty<Bytes>>;
@@ -87,20 +88,24 @@ impl Pool {
 }
 
 /// Sends `request` and reads its whole body (dropping the bytes as they arrive), within
-/// `timeout` for the whole exchange, connecting included.
+/// `timeout` for the whole exchange, connecting included. With the outcome, the answer's
+/// `Retry-After` if it had one.
 pub(crate) async fn exchange(
     pool: &Pool,
     request: Request<Empty<Bytes>>,
     timeout: Duration,
-) -> Outcome {
+) -> (Outcome, Option<Duration>) {
     match tokio::time::timeout(timeout, send(pool, request)).await {
-        Ok(Ok(status)) => Outcome::from_status(status),
-        Ok(Err(kind)) => Outcome::Transport(kind),
-        Err(_elapsed) => Outcome::Transport(TransportError::Timeout),
+        Ok(Ok((status, retry_after))) => (Outcome::from_status(status), retry_after),
+        Ok(Err(kind)) => (Outcome::Transport(kind), None),
+        Err(_elapsed) => (Outcome::Transport(TransportError::Timeout), None),
     }
 }
 
-async fn send(pool: &Pool, request: Request<Empty<Bytes>>) -> Result<u16, TransportError> {
+async fn send(
+    pool: &Pool,
+    request: Request<Empty<Bytes>>,
+) -> Result<(u16, Option<Duration>), TransportError> {
     let (mut sender, reused) = pool.checkout().await?;
     let response = match sender.try_send_request(request).await {
         Ok(response) => response,
@@ -119,12 +124,16 @@ async fn send(pool: &Pool, request: Request<Empty<Bytes>>) -> Result<u16, Transp
         },
     };
     let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(hyper::header::RETRY_AFTER)
+        .and_then(|v| parse_retry_after(v.as_bytes()));
     let mut body = response.into_body();
     while let Some(frame) = body.frame().await {
         frame.map_err(|e| classify(&e))?;
     }
     pool.put_back(sender);
-    Ok(status)
+    Ok((status, retry_after))
 }
 
 /// Walks the error's causes: hyper wraps the socket's io::Error, whose kind says the most.

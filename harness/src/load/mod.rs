@@ -10,12 +10,15 @@
 //!   what is in flight and classifies what comes back ([`try_run`]).
 //! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`).
 //! - `exchange`: one HTTP exchange on a pooled keep-alive connection, and its classification.
+//! - [`client`]: how a tenant's clients react to answers (retries, adaptive throttling).
 
+pub mod client;
 mod engine;
 mod exchange;
 mod pacer;
 pub mod schedule;
 
+pub use client::Client;
 pub use engine::{LoadError, try_run};
 
 use std::net::SocketAddr;
@@ -50,6 +53,8 @@ pub struct TenantPlan {
     pub rate_per_s: f64,
     pub arrival: Arrival,
     pub spread: Spread,
+    /// How its clients react to answers: retries, or throttling themselves.
+    pub client: Client,
 }
 
 /// One target under load.
@@ -101,6 +106,8 @@ pub enum Outcome {
     /// Not sent: the target already had `max_in_flight_per_target` requests in flight. Its
     /// sample's durations are all zero: it has no latency to speak of.
     Dropped,
+    /// Not sent: the tenant's client refused it itself (adaptive throttling). No latency.
+    Throttled,
 }
 
 impl Outcome {
@@ -126,11 +133,14 @@ pub struct Sample {
     pub scheduled: Duration,
     /// How late it actually left (actual send − scheduled); zero for a dropped request.
     pub send_lag: Duration,
-    /// From the scheduled send to the end of the answer (or the failure).
+    /// From the scheduled send to the end of the last answer (or the failure).
     pub latency: Duration,
-    /// From the actual send to the end of the answer (or the failure).
+    /// From the first actual send to the end of the last answer (or the failure).
     pub service_time: Duration,
+    /// The last attempt's outcome.
     pub outcome: Outcome,
+    /// Attempts sent: 1, more when the client retried, 0 when it was not sent at all.
+    pub attempts: u32,
 }
 
 /// Receives every sample as it completes; called from many tasks at once.
@@ -142,7 +152,12 @@ pub trait Recorder: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LoadSummary {
     pub scheduled: u64,
+    /// Requests sent (their first attempt); retries are counted apart.
     pub sent: u64,
+    /// Attempts after the first, from clients that retry.
+    pub retries: u64,
+    /// Refused by the tenant's own client (adaptive throttling), not sent.
+    pub throttled: u64,
     pub dropped: u64,
     /// Scheduled but never sent because the run was cancelled.
     pub cancelled: u64,

@@ -39,11 +39,19 @@ pub struct Counts {
     pub other_status: u64,
     /// Not sent: the in-flight bound was reached.
     pub dropped: u64,
+    /// Not sent: the tenant's client refused it itself (adaptive throttling).
+    #[serde(default)]
+    pub throttled: u64,
+    /// Attempts sent after the first by retrying clients; a request is counted once above,
+    /// by its last attempt's outcome.
+    #[serde(default)]
+    pub retries: u64,
 }
 
 impl Counts {
-    fn add(&mut self, outcome: Outcome) {
+    fn add(&mut self, outcome: Outcome, attempts: u32) {
         self.offered += 1;
+        self.retries += u64::from(attempts.saturating_sub(1));
         match outcome {
             Outcome::Admitted => self.admitted += 1,
             Outcome::Limited => self.limited += 1,
@@ -52,6 +60,7 @@ impl Counts {
             Outcome::OtherStatus(_) => self.other_status += 1,
             Outcome::Transport(_) => self.transport_error += 1,
             Outcome::Dropped => self.dropped += 1,
+            Outcome::Throttled => self.throttled += 1,
         }
     }
 
@@ -65,11 +74,29 @@ impl Counts {
         self.transport_error += other.transport_error;
         self.other_status += other.other_status;
         self.dropped += other.dropped;
+        self.throttled += other.throttled;
+        self.retries += other.retries;
     }
 
     /// 5xx of any kind.
     pub fn errors_5xx(&self) -> u64 {
         self.unavailable + self.server_error
+    }
+
+    /// Requests that left the client (their first attempt).
+    pub fn sent(&self) -> u64 {
+        self.offered - self.dropped - self.throttled
+    }
+
+    /// Attempts sent, retries included.
+    pub fn attempts(&self) -> u64 {
+        self.sent() + self.retries
+    }
+
+    /// Attempts sent per request offered: above 1 when clients retry, below when they
+    /// throttle themselves (or requests were dropped).
+    pub fn client_amplification(&self) -> Option<f64> {
+        (self.offered > 0).then(|| self.attempts() as f64 / self.offered as f64)
     }
 }
 
@@ -93,8 +120,8 @@ impl Cell {
     }
 
     fn add(&mut self, s: &Sample) {
-        self.counts.add(s.outcome);
-        if s.outcome != Outcome::Dropped {
+        self.counts.add(s.outcome, s.attempts);
+        if s.attempts > 0 {
             self.latency.saturating_record(micros(s.latency));
             self.service_time.saturating_record(micros(s.service_time));
         }
@@ -266,7 +293,7 @@ impl Recorder for Collector {
                 self.hold_s,
             );
         }
-        if s.outcome != Outcome::Dropped {
+        if s.attempts > 0 {
             m.send_lag[s.target].saturating_record(micros(s.send_lag));
         }
     }
@@ -282,8 +309,8 @@ fn record_second(
     hold_s: usize,
 ) {
     if let Some(cell) = seconds.get_mut(second) {
-        cell.counts.add(s.outcome);
-        if s.outcome != Outcome::Dropped && second >= open.closed_below {
+        cell.counts.add(s.outcome, s.attempts);
+        if s.attempts > 0 && second >= open.closed_below {
             open.by_second
                 .entry(second)
                 // Two significant figures are plenty for a per-second p99.
@@ -319,6 +346,7 @@ mod tests {
             latency: Duration::from_millis(2),
             service_time: Duration::from_millis(1),
             outcome,
+            attempts: u32::from(!matches!(outcome, Outcome::Dropped | Outcome::Throttled)),
         }
     }
 

@@ -292,24 +292,24 @@ fn summary_table(out: &mut String, run: &RunResult) -> std::fmt::Result {
         out,
         "<h3>Summary per target and phase</h3>\n<p class=\"muted\">Latency from the scheduled \
 send, all tenants. Worst tenant: the highest over-admission (admitted above the limit) and \
-wrongful denial (entitled traffic refused). Store amplification: Redis commands per request \
-sent.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\">target</th><th class=\"l\">phase\
+wrongful denial (entitled traffic refused). Client amplification: attempts sent per request \
+offered (retries add, the clients' own throttling removes). Store amplification: Redis \
+commands per attempt sent.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\">target</th><th class=\"l\">phase\
 </th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>admitted/s</th><th>429</th>\
 <th>5xx</th><th>transport errors</th><th>over-admission (worst)</th><th>wrongful denial \
-(worst)</th><th>store amplification</th></tr>"
+(worst)</th><th>client amplification</th><th>store amplification</th></tr>"
     )?;
     for t in &run.targets {
         for (i, p) in t.phases.iter().enumerate() {
             let a = &p.all;
             open_row(out, t, i, p)?;
-            let amplification = p
-                .store_amplification
-                .map_or_else(|| "-".to_owned(), |x| format!("{x:.2}"));
+            let times = |x: Option<f64>| x.map_or_else(|| "-".to_owned(), |x| format!("{x:.2}"));
             writeln!(
                 out,
                 "<td class=\"l f\">{}</td><td class=\"f\">{}</td><td class=\"f\">{}</td>\
 <td class=\"f\">{}</td><td class=\"f\">{:.1}</td><td class=\"f\">{}</td><td class=\"f\">{}</td>\
-<td class=\"f\">{}</td><td class=\"f\">{}</td><td class=\"f\">{}</td><td class=\"f\">{}</td></tr>",
+<td class=\"f\">{}</td><td class=\"f\">{}</td><td class=\"f\">{}</td><td class=\"f\">{}</td>\
+<td class=\"f\">{}</td></tr>",
                 esc(&p.name),
                 ms(a.latency_us.p50),
                 ms(a.latency_us.p99),
@@ -320,7 +320,8 @@ sent.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\">target</th><th class
                 a.counts.transport_error,
                 esc(&worst(&p.tenants, |t| t.over_admission)),
                 esc(&worst(&p.tenants, |t| t.wrongful_denial)),
-                amplification
+                times(p.client_amplification),
+                times(p.store_amplification)
             )?;
         }
     }

@@ -79,6 +79,61 @@ pub fn summary_table(run: &RunResult) -> String {
     Table::new(rows).with(Style::rounded()).to_string()
 }
 
+/// Whether any client retried or throttled itself: only then is there client amplification
+/// to show.
+pub fn clients_acted(run: &RunResult) -> bool {
+    run.targets
+        .iter()
+        .flat_map(|t| &t.phases)
+        .any(|p| p.all.counts.retries + p.all.counts.throttled > 0)
+}
+
+#[derive(Tabled)]
+struct AmplificationRow {
+    target: String,
+    phase: String,
+    tenant: String,
+    offered: u64,
+    #[tabled(rename = "sent")]
+    attempts: u64,
+    retries: u64,
+    #[tabled(rename = "throttled by client")]
+    throttled: u64,
+    #[tabled(rename = "client ×")]
+    client: String,
+    #[tabled(rename = "store ×")]
+    store: String,
+    #[tabled(rename = "Redis cmds / offered")]
+    total: String,
+}
+
+/// Per target × phase × tenant: requests offered, attempts sent (retries apart), what the
+/// clients refused themselves, and the two amplifications: attempts per request offered
+/// (client) next to Redis commands per attempt (store, all tenants) and their product.
+pub fn amplification_table(run: &RunResult) -> String {
+    let times = |x: Option<f64>| x.map_or_else(|| "-".to_owned(), |x| format!("{x:.2}"));
+    let rows = run.targets.iter().flat_map(|t| {
+        t.phases.iter().flat_map(move |p| {
+            p.tenants.iter().chain([&p.all]).map(move |n| {
+                let client = n.counts.client_amplification();
+                AmplificationRow {
+                    target: t.name.clone(),
+                    phase: p.name.clone(),
+                    tenant: n.name.clone(),
+                    offered: n.counts.offered,
+                    attempts: n.counts.attempts(),
+                    retries: n.counts.retries,
+                    throttled: n.counts.throttled,
+                    client: times(client),
+                    store: times(p.store_amplification),
+                    total: times(client.zip(p.store_amplification).map(|(c, s)| c * s)),
+                }
+            })
+        })
+    });
+    Table::new(rows).with(Style::rounded()).to_string()
+}
+
 /// Admitted requests per second per tenant in each phase: the BRIEF's table, measured.
 pub fn admitted_table(run: &RunResult) -> String {
     let tenants: Vec<String> = run

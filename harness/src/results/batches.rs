@@ -91,6 +91,8 @@ pub fn join(parts: Vec<RunResult>) -> Result<RunResult, JoinError> {
         joined.load.sent += part.load.sent;
         joined.load.dropped += part.load.dropped;
         joined.load.cancelled += part.load.cancelled;
+        joined.load.retries += part.load.retries;
+        joined.load.throttled += part.load.throttled;
         joined
             .notes
             .extend(part.notes.iter().map(|n| format!("batch {index}: {n}")));
@@ -170,6 +172,8 @@ mod tests {
                 sent: 100,
                 dropped: 0,
                 cancelled: 0,
+                retries: 0,
+                throttled: 0,
             },
             notes: notes.iter().map(|n| (*n).to_owned()).collect(),
             batches: Vec::new(),

@@ -86,7 +86,7 @@ impl RunFolder {
                     let (p50, p99, max) = (cell.p50_us, cell.p99_us, cell.max_us);
                     writeln!(
                         out,
-                        "{},{},{second},{phase},{},{},{},{},{},{},{},{},{p50},{p99},{max}",
+                        "{},{},{second},{phase},{},{},{},{},{},{},{},{},{p50},{p99},{max},{},{}",
                         target.name,
                         tenant,
                         c.offered,
@@ -96,7 +96,9 @@ impl RunFolder {
                         c.server_error,
                         c.transport_error,
                         c.other_status,
-                        c.dropped
+                        c.dropped,
+                        c.throttled,
+                        c.retries
                     )?;
                 }
             }

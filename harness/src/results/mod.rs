@@ -78,8 +78,14 @@ pub struct PhaseResult {
     pub fallbacks: Option<f64>,
     /// Commands the target's Redis executed during the phase (INFO commandstats).
     pub store_commands: Option<u64>,
-    /// Redis commands per client request sent during the phase: retry storms show here.
+    /// Redis commands per attempt sent during the phase (retries included): a limiter's own
+    /// retry storms show here.
     pub store_amplification: Option<f64>,
+    /// Attempts sent per request offered, all tenants: the clients' retry storms show here
+    /// (above 1), and their own throttling (below 1). Times `store_amplification`: Redis
+    /// commands per request offered.
+    #[serde(default)]
+    pub client_amplification: Option<f64>,
     pub tenants: Vec<TenantResult>,
     pub all: TenantResult,
 }
@@ -112,9 +118,16 @@ pub struct TargetResult {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadTotals {
     pub scheduled: u64,
+    /// Requests sent (first attempts).
     pub sent: u64,
     pub dropped: u64,
     pub cancelled: u64,
+    /// Attempts after the first, from retrying clients.
+    #[serde(default)]
+    pub retries: u64,
+    /// Refused by the tenants' own clients (adaptive throttling).
+    #[serde(default)]
+    pub throttled: u64,
 }
 
 /// The whole `run.json`.
@@ -270,9 +283,10 @@ pub fn build_targets(
                         fallbacks: pf.fallbacks,
                         store_commands: pf.store_commands,
                         store_amplification: pf.store_commands.and_then(|commands| {
-                            let sent = all.counts.offered - all.counts.dropped;
+                            let sent = all.counts.attempts();
                             (sent > 0).then(|| commands as f64 / sent as f64)
                         }),
+                        client_amplification: all.counts.client_amplification(),
                         tenants,
                         all,
                     }
@@ -374,6 +388,7 @@ mod tests {
             fallbacks: None,
             store_commands: None,
             store_amplification: None,
+            client_amplification: None,
             tenants: Vec::new(),
             all,
         }

@@ -73,7 +73,10 @@ pub struct SeriesRow {
 }
 
 /// The header `series.csv` is written with.
-pub const SERIES_HEADER: &str = "target,tenant,second,phase,offered,admitted,limited,unavailable,server_error,transport_error,other_status,dropped,p50_us,p99_us,max_us";
+pub const SERIES_HEADER: &str = "target,tenant,second,phase,offered,admitted,limited,unavailable,server_error,transport_error,other_status,dropped,p50_us,p99_us,max_us,throttled,retries";
+
+/// The header before client behaviours (no `throttled`, `retries`): saved baselines have it.
+const SERIES_HEADER_BEFORE_CLIENTS: &str = "target,tenant,second,phase,offered,admitted,limited,unavailable,server_error,transport_error,other_status,dropped,p50_us,p99_us,max_us";
 
 /// Reads `series.csv` from a results folder. Names never contain commas (scenario and
 /// manifest names are checked), so a plain split is exact.
@@ -89,16 +92,17 @@ pub fn read_series(folder: &Path) -> Result<Vec<SeriesRow>, ReadError> {
         line: line + 1,
         message,
     };
-    match lines.next() {
-        Some((_, SERIES_HEADER)) => {}
+    let fields = match lines.next() {
+        Some((_, SERIES_HEADER)) => 17,
+        Some((_, SERIES_HEADER_BEFORE_CLIENTS)) => 15,
         _ => return Err(bad(0, format!("expected the header {SERIES_HEADER}"))),
-    }
+    };
     lines
         .filter(|(_, l)| !l.is_empty())
         .map(|(i, line)| {
             let f: Vec<&str> = line.split(',').collect();
-            if f.len() != 15 {
-                return Err(bad(i, format!("{} fields, expected 15", f.len())));
+            if f.len() != fields {
+                return Err(bad(i, format!("{} fields, expected {fields}", f.len())));
             }
             let n = |k: usize| {
                 f[k].parse::<u64>()
@@ -118,6 +122,8 @@ pub fn read_series(folder: &Path) -> Result<Vec<SeriesRow>, ReadError> {
                     transport_error: n(9)?,
                     other_status: n(10)?,
                     dropped: n(11)?,
+                    throttled: if fields > 15 { n(15)? } else { 0 },
+                    retries: if fields > 15 { n(16)? } else { 0 },
                 },
                 p50_us: n(12)?,
                 p99_us: n(13)?,
@@ -125,4 +131,29 @@ pub fn read_series(folder: &Path) -> Result<Vec<SeriesRow>, ReadError> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_series_written_before_client_behaviours_reads_with_no_retries() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = format!(
+            "{SERIES_HEADER_BEFORE_CLIENTS}\nreference,acme,3,fault,120,50,70,0,0,0,0,0,900,2000,3000\n"
+        );
+        std::fs::write(dir.path().join("series.csv"), old).unwrap();
+        let rows = read_series(dir.path()).unwrap();
+        assert_eq!(rows[0].counts.admitted, 50);
+        assert_eq!((rows[0].counts.retries, rows[0].counts.throttled), (0, 0));
+
+        let new = format!(
+            "{SERIES_HEADER}\nreference,acme,3,fault,120,50,70,0,0,0,0,0,900,2000,3000,4,240\n"
+        );
+        std::fs::write(dir.path().join("series.csv"), new).unwrap();
+        let rows = read_series(dir.path()).unwrap();
+        assert_eq!((rows[0].counts.throttled, rows[0].counts.retries), (4, 240));
+        assert_eq!(rows[0].max_us, 3000);
+    }
 }

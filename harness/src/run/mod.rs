@@ -295,6 +295,8 @@ pub async fn run(
             sent: summary.sent,
             dropped: summary.dropped,
             cancelled: summary.cancelled,
+            retries: summary.retries,
+            throttled: summary.throttled,
         },
         notes,
         batches: Vec::new(),

@@ -167,6 +167,7 @@ impl Scenario {
                 rate_per_s: t.rate.0,
                 arrival: t.arrival.unwrap_or(default_arrival),
                 spread: t.spread.unwrap_or(default_spread),
+                client: t.client,
             });
         }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
-use crate::load::{Arrival, Spread};
+use crate::load::{Arrival, Client, Spread};
 
 /// A humantime duration (`"250ms"`, `"30s"`, `"1m"`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,6 +83,8 @@ pub(crate) struct RawTenant {
     pub(crate) caller: Option<String>,
     pub(crate) arrival: Option<Arrival>,
     pub(crate) spread: Option<Spread>,
+    #[serde(default)]
+    pub(crate) client: Client,
 }
 
 #[derive(Debug, Deserialize)]

@@ -118,8 +118,10 @@ fn every_shipped_scenario_is_valid_and_names_its_phases_steady_fault_recovery() 
             .iter()
             .map(|t| (t.name.as_str(), t.rate_per_s))
             .collect();
+        // Seed 000's population first; a scenario may add a tenant of its own after it
+        // (retry-storm's self-throttling hooli).
         assert_eq!(
-            tenants,
+            tenants[..3],
             [("acme", 120.0), ("globex", 20.0), ("initech", 5.0)],
             "{name}"
         );
@@ -163,4 +165,37 @@ fn a_fractional_limit_two_tenants_with_one_caller_key_and_bad_flaps_are_refused(
         ));
         assert!(e.contains("less than its period"), "{e}");
     }
+}
+
+#[test]
+fn a_tenants_client_behaviour_is_read_with_its_defaults() {
+    let s = Scenario::parse(
+        &MINIMAL.replace(
+            "rate = 120",
+            "rate = 120\nclient = { type = \"retry-backoff\", attempts = 5 }",
+        ),
+        "test.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        s.tenants[0].client,
+        crate::load::Client::RetryBackoff {
+            attempts: 5,
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(2),
+        }
+    );
+    let plain = Scenario::parse(MINIMAL, "test.toml").unwrap();
+    assert_eq!(plain.tenants[0].client, crate::load::Client::None);
+}
+
+#[test]
+fn an_unknown_client_behaviour_is_refused_naming_it_and_its_line() {
+    let e = err(&MINIMAL.replace(
+        "rate = 120",
+        "rate = 120\nclient = { type = \"retry-forever\" }",
+    ));
+    assert!(e.contains("retry-forever"), "{e}");
+    assert!(e.contains("retry-5xx"), "lists what it could be: {e}");
+    assert!(e.contains("line 9"), "{e}");
 }

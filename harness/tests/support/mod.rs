@@ -120,6 +120,7 @@ pub(crate) fn run(fault_phase: Option<&str>) -> RunResult {
                         fallbacks: None,
                         store_commands: Some(1_000),
                         store_amplification: Some(1.0),
+                        client_amplification: Some(1.0),
                         tenants,
                         all,
                     }
@@ -176,14 +177,14 @@ pub(crate) fn series() -> String {
                 }
                 writeln!(
                     csv,
-                    "{target},{name},{second},{phase},{rate},{admitted},{limited},0,{server_error},0,0,0,{p50},{p99},{p99}"
+                    "{target},{name},{second},{phase},{rate},{admitted},{limited},0,{server_error},0,0,0,{p50},{p99},{p99},0,0"
                 )
                 .unwrap();
             }
             let [offered, admitted, limited, server_error] = all;
             writeln!(
                 csv,
-                "{target},all,{second},{phase},{offered},{admitted},{limited},0,{server_error},0,0,0,{p50},{p99},{p99}"
+                "{target},all,{second},{phase},{offered},{admitted},{limited},0,{server_error},0,0,0,{p50},{p99},{p99},0,0"
             )
             .unwrap();
         }
