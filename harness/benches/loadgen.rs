@@ -25,7 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use failmode::load::{
-    Arrival, Client, LoadPlan, Outcome, Recorder, Sample, Spread, TargetPlan, TenantPlan, try_run,
+    Arrival, Client, LoadPlan, Outcome, Recorder, Rotation, Sample, Spread, TargetPlan, TenantPlan,
+    try_run,
 };
 use hdrhistogram::Histogram;
 use nix::sys::resource::{UsageWho, getrusage};
@@ -281,7 +282,7 @@ fn child_engine(rate: f64, secs: u64, addr: SocketAddr) {
     let plan = LoadPlan {
         targets: vec![TargetPlan {
             name: "bench".into(),
-            instances: vec![addr],
+            instances: Rotation::new([addr]),
             path: "/api".into(),
             caller_header: "x-caller".into(),
         }],

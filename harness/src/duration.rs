@@ -14,3 +14,18 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
 pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
 }
+
+/// For `#[serde(default, with = "crate::duration::optional")]`: an optional duration.
+pub(crate) mod optional {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        super::parse(&String::deserialize(d)?)
+            .map(Some)
+            .map_err(serde::de::Error::custom)
+    }
+}

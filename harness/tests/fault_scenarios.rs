@@ -298,3 +298,102 @@ async fn retrying_clients_triple_the_load_on_a_fail_closed_limiter_and_not_on_th
         "{closed:?}"
     );
 }
+
+/// The number before `label` in a fault's report ("… in rotation 533 ms after").
+fn ms_before(report: &str, label: &str) -> u64 {
+    let head = report
+        .split(label)
+        .next()
+        .unwrap_or_else(|| panic!("no {label:?} in {report}"));
+    head.split_whitespace()
+        .last()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number before {label:?} in {report}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_instances_told_there_are_four_let_acme_through_at_twice_the_limit() {
+    let (r, _) = run_scaled("scale-out-outage", &["reference", "local-only"]).await;
+    let scale_out = r.targets[0]
+        .phases
+        .iter()
+        .find(|p| p.name == "scale-out")
+        .unwrap();
+    for target in ["reference", "local-only"] {
+        let scaled = reports(&r, target);
+        let out = scaled
+            .iter()
+            .find(|d| d.contains("scaled out 4 → 8"))
+            .unwrap_or_else(|| panic!("{target}: {scaled:?}"));
+        // The phase named `fault` begins once all eight are in rotation.
+        let ready_s = ms_before(out, "ms after") as f64 / 1_000.0;
+        assert!(
+            ready_s < scale_out.end_s - scale_out.start_s,
+            "{target}: ready {ready_s} s after, the scale-out phase lasts {} s",
+            scale_out.end_s - scale_out.start_s
+        );
+        let t = r.targets.iter().find(|t| t.name == target).unwrap();
+        assert!(
+            t.events.iter().all(|e| e.kind == "fault-report"),
+            "{target}: {:?}",
+            t.events
+        );
+    }
+    // Each of the eight divides the limit by the 4 it was told (or last counted): 8 × 12.5
+    // = 100 a second at most. Measured 91–92: an instance sees 15 of acme's requests a
+    // second and admits 11 or 12 of them (one is let through while the estimate plus one
+    // stays within 12.5).
+    let acme = tenant_in(&r, "reference", "fault", "acme");
+    assert!(
+        (85.0..=100.0).contains(&acme.admitted_per_s),
+        "the stale divisor: {acme:?}"
+    );
+    for quiet in ["globex", "initech"] {
+        let t = tenant_in(&r, "reference", "fault", quiet);
+        assert!(t.wrongful_denial < 0.02, "{quiet}: {t:?}");
+    }
+    let all = tenant_in(&r, "reference", "fault", "all");
+    assert_eq!(
+        all.counts.server_error + all.counts.unavailable + all.counts.transport_error,
+        0,
+        "{all:?}"
+    );
+    // With the whole limit per instance, local-only lets acme through in full.
+    let local = tenant_in(&r, "local-only", "fault", "acme");
+    assert!(local.admitted_per_s > 118.0, "{local:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_instances_still_dividing_by_four_refuse_a_quarter_of_acmes_entitlement() {
+    let (r, _) = run_scaled("lost-instance", &["reference"]).await;
+    let events = reports(&r, "reference");
+    assert!(
+        events
+            .iter()
+            .any(|d| d.contains("instance 1") && d.contains("SIGKILL")),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|d| d.contains("in place of instance 1")),
+        "replaced when the fault ends: {events:?}"
+    );
+    // 3 × 12 of acme's 50 a second: wrongful denial 1 − 36/50 = 28 % (measured 25 %).
+    let acme = tenant_in(&r, "reference", "fault", "acme");
+    assert!(
+        (0.18..=0.32).contains(&acme.wrongful_denial),
+        "the divisor stayed 4: {acme:?}"
+    );
+    for quiet in ["globex", "initech"] {
+        let t = tenant_in(&r, "reference", "fault", quiet);
+        assert!(t.wrongful_denial < 0.02, "{quiet}: {t:?}");
+    }
+    // The balancer took the dead instance out at once: at most the requests in flight on
+    // it when it died fail.
+    let all = tenant_in(&r, "reference", "fault", "all");
+    assert!(all.counts.transport_error <= 3, "{all:?}");
+    assert_eq!(
+        all.counts.server_error + all.counts.unavailable,
+        0,
+        "{all:?}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The load engine against a real loopback server it cannot tell from a target: rates,
 //! open-model sending through a stall, failure classification, the in-flight bound, spread
-//! over instances, cancellation, and the tenants' client behaviours (retries, throttling).
+//! over instances and a balancer that follows them as they come and go, cancellation, and the
+//! tenants' client behaviours (retries, throttling).
 //!
 //! The server is written on raw tokio sockets rather than hyper's server: the tests need
 //! exact control of failures (close the socket mid-exchange, never answer), which a real HTTP
@@ -14,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use failmode::load::{
-    Arrival, Client, LoadError, LoadPlan, LoadSummary, Outcome, Recorder, Sample, Spread,
+    Arrival, Client, LoadError, LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread,
     TargetPlan, TenantPlan, TransportError, try_run,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -197,7 +198,7 @@ fn plan(instances: Vec<SocketAddr>, tenants: Vec<TenantPlan>, duration: Duration
     LoadPlan {
         targets: vec![TargetPlan {
             name: "t".into(),
-            instances,
+            instances: Rotation::new(instances),
             path: "/api".into(),
             caller_header: "x-caller".into(),
         }],
@@ -581,9 +582,9 @@ async fn a_plan_that_cannot_be_sent_is_refused_before_anything_is_sent() {
     bad_path.targets[0].path = "api".into();
     let mut no_instance = bad_path.clone();
     no_instance.targets[0].path = "/api".into();
-    no_instance.targets[0].instances.clear();
+    no_instance.targets[0].instances = Rotation::new([]);
     let mut bad_rate = no_instance.clone();
-    bad_rate.targets[0].instances.push(server.addr);
+    bad_rate.targets[0].instances = Rotation::new([server.addr]);
     bad_rate.tenants[0].rate_per_s = f64::NAN;
 
     let samples = Arc::new(Samples::default());
@@ -783,4 +784,39 @@ async fn adaptive_throttling_refuses_locally_once_the_server_refuses_and_never_w
     assert!((2..=15).contains(&sent), "{sent} sent");
     assert_eq!(by(0, Outcome::Throttled) + sent, 200);
     assert_eq!(summary.throttled as usize, 200 - sent);
+}
+
+#[tokio::test]
+async fn the_balancer_follows_instances_joining_and_leaving_the_rotation_mid_run() {
+    let (old, new) = (
+        Server::start(|_| answer(200)).await,
+        Server::start(|_| answer(200)).await,
+    );
+    let tenants = vec![
+        tenant("acme", 100.0, Spread::RoundRobin),
+        tenant("globex", 100.0, Spread::Sticky),
+    ];
+    let p = plan(vec![old.addr], tenants, Duration::from_secs(1));
+    let rotation = p.targets[0].instances.clone();
+    let change = async {
+        tokio::time::sleep(Duration::from_millis(550)).await;
+        rotation.set(1, new.addr, true);
+        rotation.leave(0);
+        Instant::now()
+    };
+    let ((summary, samples, _), changed_at) =
+        tokio::join!(run(p, CancellationToken::new()), change);
+    assert_accounted(&summary, &samples);
+    assert_eq!(samples.outcomes()[&Outcome::Admitted], 200);
+    // Every request after the change went to the new instance, sticky or not.
+    assert!(
+        old.seen()
+            .iter()
+            .all(|s| s.at <= changed_at + Duration::from_millis(5))
+    );
+    for caller in ["acme", "globex"] {
+        let n = new.count_of(caller);
+        assert!((40..=50).contains(&n), "{caller}: {n} on the new instance");
+    }
+    assert!(samples.all().iter().any(|s| s.instance == 1));
 }

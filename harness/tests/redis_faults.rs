@@ -90,7 +90,10 @@ async fn redis_restart_kills_the_server_and_starts_an_empty_one_on_the_same_port
     let faults = [Fault::RedisRestart {
         down: Duration::from_millis(300),
     }];
-    let applied = w.player.apply("p", &faults, Duration::from_secs(1)).await;
+    let applied = w
+        .player
+        .apply("p", &faults, &[], Duration::from_secs(1))
+        .await;
     let done = applied.into_iter().next().unwrap().unwrap();
     let after = w.redis.lock().await.pid();
     assert_ne!(before, after, "a new process");
@@ -104,7 +107,7 @@ async fn redis_restart_kills_the_server_and_starts_an_empty_one_on_the_same_port
     let scripts: Vec<u8> = query(&mut c, &["SCRIPT", "EXISTS", &sha]).await;
     assert_eq!((size, scripts), (0, vec![0]), "keys and scripts are gone");
     // Nothing to undo: the server answers, as before the fault.
-    assert!(w.player.remove("p", &faults).await[0].is_ok());
+    assert!(w.player.remove("p", &faults, &[]).await[0].is_ok());
     let pong: String = query(&mut c, &["PING"]).await;
     assert_eq!(pong, "PONG");
 }
@@ -116,10 +119,15 @@ async fn client_pause_holds_every_command_for_the_phase_and_write_mode_only_writ
     let all = [Fault::ClientPause {
         mode: PauseMode::All,
     }];
-    assert!(w.player.apply("p", &all, Duration::from_millis(800)).await[0].is_ok());
+    assert!(
+        w.player
+            .apply("p", &all, &[], Duration::from_millis(800))
+            .await[0]
+            .is_ok()
+    );
     let held = timed_on(&mut open, &["GET", "acme"]).await;
     assert!(held >= Duration::from_millis(600), "a read waits: {held:?}");
-    assert!(w.player.remove("p", &all).await[0].is_ok());
+    assert!(w.player.remove("p", &all, &[]).await[0].is_ok());
     let free = timed(w.addr, &["GET", "acme"]).await;
     assert!(
         free < Duration::from_millis(100),
@@ -129,12 +137,17 @@ async fn client_pause_holds_every_command_for_the_phase_and_write_mode_only_writ
     let write = [Fault::ClientPause {
         mode: PauseMode::Write,
     }];
-    assert!(w.player.apply("q", &write, Duration::from_secs(30)).await[0].is_ok());
+    assert!(
+        w.player
+            .apply("q", &write, &[], Duration::from_secs(30))
+            .await[0]
+            .is_ok()
+    );
     let read = timed(w.addr, &["GET", "acme"]).await;
     assert!(read < Duration::from_millis(100), "reads pass: {read:?}");
     let (written, removed) = tokio::join!(timed(w.addr, &["SET", "acme", "1"]), async {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        w.player.remove("q", &write).await
+        w.player.remove("q", &write, &[]).await
     });
     assert!(removed[0].is_ok(), "{removed:?}");
     assert!(
@@ -151,7 +164,12 @@ async fn a_noisy_neighbour_scans_its_own_keyspace_and_holds_up_everyone_else() {
         pause: Duration::ZERO,
     };
     let faults = [fault.clone()];
-    assert!(w.player.apply("p", &faults, Duration::from_secs(2)).await[0].is_ok());
+    assert!(
+        w.player
+            .apply("p", &faults, &[], Duration::from_secs(2))
+            .await[0]
+            .is_ok()
+    );
     let mut neighbour_db = conn(w.addr, 1).await;
     let filled: u64 = query(&mut neighbour_db, &["DBSIZE"]).await;
     assert_eq!(filled, 200_000);
@@ -182,7 +200,7 @@ async fn a_noisy_neighbour_scans_its_own_keyspace_and_holds_up_everyone_else() {
         "a PING queued behind a scan: {worst:?}"
     );
 
-    assert!(w.player.remove("p", &faults).await[0].is_ok());
+    assert!(w.player.remove("p", &faults, &[]).await[0].is_ok());
     let left: u64 = query(&mut neighbour_db, &["DBSIZE"]).await;
     assert_eq!(left, 0, "its keys are dropped at the end");
 }
@@ -198,7 +216,12 @@ async fn eviction_drops_the_limiters_keys_without_an_error_and_is_put_back() {
     };
     let faults = [fault.clone()];
     let mut c = conn(w.addr, 0).await;
-    assert!(w.player.apply("p", &faults, Duration::from_secs(3)).await[0].is_ok());
+    assert!(
+        w.player
+            .apply("p", &faults, &[], Duration::from_secs(3))
+            .await[0]
+            .is_ok()
+    );
 
     let (from, until) = (Instant::now(), Instant::now() + Duration::from_secs(2));
     let cancel = CancellationToken::new();
@@ -225,7 +248,7 @@ async fn eviction_drops_the_limiters_keys_without_an_error_and_is_put_back() {
         "the counter was evicted and started again ({last} after {sent} increments)"
     );
 
-    let removed = w.player.remove("p", &faults).await;
+    let removed = w.player.remove("p", &faults, &[]).await;
     let done = removed[0].as_ref().unwrap();
     assert!(
         done.reports[0].starts_with("eviction: ") && !done.reports[0].starts_with("eviction: 0 "),

@@ -515,7 +515,7 @@ async fn a_stall_stops_redis_itself_with_connections_open_and_queued_commands_ru
     let mut stream = connect(w.listen).await;
     ping(&mut stream, BOUND).await.unwrap();
 
-    assert!(player.apply("stalled", &stall, BOUND).await[0].is_ok());
+    assert!(player.apply("stalled", &stall, &[], BOUND).await[0].is_ok());
     // Nothing answers, through the proxy or directly, yet the connection stays open.
     let err = ping(&mut stream, Duration::from_millis(300))
         .await
@@ -528,7 +528,7 @@ async fn a_stall_stops_redis_itself_with_connections_open_and_queued_commands_ru
         "Redis is stopped"
     );
 
-    assert!(player.remove("stalled", &stall).await[0].is_ok());
+    assert!(player.remove("stalled", &stall, &[]).await[0].is_ok());
     // The PING the client gave up on, and the INCR sent during the stall, both ran: a
     // count the caller never saw answered (a phantom hit).
     let mut pong = [0u8; 7];

@@ -1,7 +1,8 @@
 //! A fault as a scenario writes it: `{ type = "down" }`, `{ type = "flap", period = "4s",
 //! down = "1s" }`, any Toxiproxy toxic (`{ type = "latency", latency_ms = 40 }`), or one
 //! inside the target's own Redis (`{ type = "redis-restart" }`, `{ type = "client-pause" }`,
-//! `{ type = "noisy-neighbour" }`, `{ type = "eviction" }`).
+//! `{ type = "noisy-neighbour" }`, `{ type = "eviction" }`), or in the target's topology
+//! (`{ type = "scale", to = 8 }`, `{ type = "kill-instance", instance = 1 }`).
 
 use std::fmt;
 use std::time::Duration;
@@ -65,6 +66,24 @@ pub enum Fault {
         #[serde(default = "default_eviction_headroom")]
         headroom_bytes: u64,
     },
+    /// The target scaled to `to` instances at the phase's start: new ones, configured with
+    /// `instance_count` (default: `to`, a deployment that knows its new size), join the
+    /// balancer's rotation once ready; the newest leave it first and are then stopped. Scaled
+    /// back to the size before at the phase's end.
+    Scale {
+        to: u32,
+        #[serde(default)]
+        instance_count: Option<u32>,
+    },
+    /// Instance `instance` (its index, from 0) killed with SIGKILL at the phase's start and
+    /// taken out of the balancer's rotation; a new instance (configured as the first ones)
+    /// started in its place `restart` after, or at the phase's end.
+    KillInstance {
+        #[serde(default)]
+        instance: usize,
+        #[serde(default, with = "crate::duration::optional")]
+        restart: Option<Duration>,
+    },
     /// A Toxiproxy toxic on the replies (downstream).
     #[serde(untagged)]
     Toxic(ToxicKind),
@@ -103,6 +122,66 @@ fn default_eviction_headroom() -> u64 {
     1024 * 1024
 }
 
+/// The `type`s of the faults failmode acts out itself.
+const NATIVE_TYPES: &[&str] = &[
+    "down",
+    "hang",
+    "stall",
+    "flap",
+    "redis-restart",
+    "client-pause",
+    "noisy-neighbour",
+    "eviction",
+    "scale",
+    "kill-instance",
+];
+
+/// The `type`s that are Toxiproxy toxics.
+const TOXIC_TYPES: &[&str] = &[
+    "latency",
+    "timeout",
+    "reset_peer",
+    "bandwidth",
+    "slicer",
+    "limit_data",
+    "slow_close",
+];
+
+/// Why a fault table does not parse, in place of serde's "did not match any variant of
+/// untagged enum" (the toxics are an untagged fallback, which swallows the real reason).
+pub fn explain(table: &toml::Value) -> String {
+    let types = [NATIVE_TYPES, TOXIC_TYPES].concat().join(", ");
+    let Some(kind) = table.get("type").and_then(toml::Value::as_str) else {
+        return format!("a fault needs a `type`, one of: {types}");
+    };
+    if TOXIC_TYPES.contains(&kind)
+        && let Err(e) = ToxicKind::deserialize(table.clone())
+    {
+        return format!("fault {kind:?}: {}", e.message());
+    }
+    if !NATIVE_TYPES.contains(&kind) {
+        return format!("unknown fault type {kind:?}; the types are: {types}");
+    }
+    let keys: Vec<&str> = table
+        .as_table()
+        .map(|t| {
+            t.keys()
+                .map(String::as_str)
+                .filter(|k| *k != "type")
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "fault {kind:?}: a key is missing, unknown or of the wrong type (given: {}); its keys \
+         are in the fault table of scenarios/README.md",
+        if keys.is_empty() {
+            "none".to_owned()
+        } else {
+            keys.join(", ")
+        }
+    )
+}
+
 impl Fault {
     /// Stretches the fault's own times with the timeline (`--duration-scale`).
     pub fn scale(&mut self, factor: f64) {
@@ -112,6 +191,10 @@ impl Fault {
                 *down = down.mul_f64(factor);
             }
             Self::RedisRestart { down } => *down = down.mul_f64(factor),
+            Self::KillInstance {
+                restart: Some(after),
+                ..
+            } => *after = after.mul_f64(factor),
             // A neighbour's pause shapes its load (how busy Redis is), not the timeline.
             _ => {}
         }
@@ -133,8 +216,20 @@ impl Fault {
     pub fn is_ongoing(&self) -> bool {
         matches!(
             self,
-            Self::Flap { .. } | Self::NoisyNeighbour { .. } | Self::Eviction { .. }
+            Self::Flap { .. }
+                | Self::NoisyNeighbour { .. }
+                | Self::Eviction { .. }
+                | Self::KillInstance {
+                    restart: Some(_),
+                    ..
+                }
         )
+    }
+
+    /// Listed in two adjacent phases, it stays in place across their boundary instead of
+    /// being removed and applied again (which would let Redis through for an instant).
+    pub fn spans_adjacent_phases(&self) -> bool {
+        matches!(self, Self::Down {} | Self::Stall {} | Self::Scale { .. })
     }
 }
 
@@ -180,6 +275,18 @@ impl fmt::Display for Fault {
                 humantime::format_duration(*down),
                 humantime::format_duration(*period)
             ),
+            Self::Scale {
+                to,
+                instance_count: Some(count),
+            } => write!(f, "scale to {to} (configured instance count {count})"),
+            Self::Scale { to, .. } => write!(f, "scale to {to}"),
+            Self::KillInstance { instance, restart } => {
+                write!(f, "kill-instance {instance} (SIGKILL)")?;
+                if let Some(after) = restart {
+                    write!(f, ", replaced after {}", humantime::format_duration(*after))?;
+                }
+                Ok(())
+            }
             Self::Toxic(kind) => {
                 f.write_str(kind.api_type())?;
                 if let serde_json::Value::Object(attributes) = kind.api_attributes() {
@@ -296,5 +403,76 @@ mod tests {
                 down: Duration::from_millis(500)
             }
         );
+    }
+}
+
+#[cfg(test)]
+mod topology_tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    struct Holder {
+        faults: Vec<Fault>,
+    }
+
+    #[test]
+    fn the_topology_faults_parse_scale_with_the_timeline_and_say_what_they_do() {
+        let mut faults = toml::from_str::<Holder>(
+            r#"faults = [
+                { type = "scale", to = 8, instance_count = 4 },
+                { type = "scale", to = 2 },
+                { type = "kill-instance", instance = 1, restart = "5s" },
+                { type = "kill-instance" },
+            ]"#,
+        )
+        .unwrap()
+        .faults;
+        assert_eq!(
+            faults[0].to_string(),
+            "scale to 8 (configured instance count 4)"
+        );
+        assert_eq!(
+            faults[1],
+            Fault::Scale {
+                to: 2,
+                instance_count: None
+            }
+        );
+        assert!(faults[2].is_ongoing() && !faults[3].is_ongoing());
+        assert!(faults[0].spans_adjacent_phases() && !faults[2].spans_adjacent_phases());
+        faults[2].scale(0.2);
+        assert_eq!(
+            faults[2],
+            Fault::KillInstance {
+                instance: 1,
+                restart: Some(Duration::from_secs(1))
+            }
+        );
+        assert_eq!(
+            faults[2].to_string(),
+            "kill-instance 1 (SIGKILL), replaced after 1s"
+        );
+        assert_eq!(
+            faults[3],
+            Fault::KillInstance {
+                instance: 0,
+                restart: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_fault_that_does_not_parse_is_explained_by_its_type_and_keys() {
+        let explain_text = |text: &str| explain(&toml::from_str::<toml::Value>(text).unwrap());
+        let e = explain_text(r#"type = "scale""#);
+        assert!(e.contains("\"scale\"") && e.contains("given: none"), "{e}");
+        let e = explain_text(r#"type = "scale-up""#);
+        assert!(
+            e.contains("unknown fault type") && e.contains("kill-instance"),
+            "{e}"
+        );
+        let e = explain_text(r#"type = "latency""#);
+        assert!(e.contains("latency_ms"), "{e}");
+        assert!(explain_text("to = 3").contains("needs a `type`"));
     }
 }

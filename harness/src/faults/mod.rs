@@ -9,7 +9,7 @@ pub mod toxiproxy;
 
 use std::net::SocketAddr;
 
-pub use fault::{Fault, PauseMode};
+pub use fault::{Fault, PauseMode, explain};
 
 /// A fault that could not be applied or removed.
 #[derive(Debug, thiserror::Error)]
@@ -26,8 +26,19 @@ pub enum FaultError {
     Infra(#[from] crate::infra::InfraError),
     #[error("{0}: no redis-server is known for this target")]
     NoRedis(String),
+    /// Boxed: a target's start failure carries its log's tail.
+    #[error(transparent)]
+    Fleet(Box<crate::targets::FleetError>),
+    #[error("{0}: no instances are known for this target")]
+    NoFleet(String),
     #[error("{0}: the task applying it panicked")]
     Panicked(String),
+}
+
+impl From<crate::targets::FleetError> for FaultError {
+    fn from(e: crate::targets::FleetError) -> Self {
+        Self::Fleet(Box::new(e))
+    }
 }
 
 impl FaultError {

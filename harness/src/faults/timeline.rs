@@ -1,6 +1,6 @@
-//! Applying a phase's faults to every target's proxy (or Redis) at the same moment, and
-//! removing them; and the faults that run beside the load for a whole phase (flapping, a
-//! noisy neighbour, a memory-filling writer).
+//! Applying a phase's faults to every target's proxy (or Redis, or instances) at the same
+//! moment, and removing them; and the faults that run beside the load for a whole phase
+//! (flapping, a noisy neighbour, a memory-filling writer, an instance replaced after a kill).
 //!
 //! Each target's operations run in their own task, all started together, so targets are
 //! compared side by side; the instant each target's faults actually changed is returned for
@@ -17,6 +17,7 @@ use super::redis_native::{self, MemorySettings};
 use super::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy};
 use super::{Fault, FaultError};
 use crate::infra::RedisServer;
+use crate::targets::{Fleet, FleetError};
 
 /// A target's redis-server, shared with the world that owns it: `redis-restart` replaces
 /// its process.
@@ -54,6 +55,10 @@ pub struct Player {
     redis: Vec<Option<(SharedRedis, SocketAddr)>>,
     /// What `eviction` changed on each Redis, to put back at its end.
     saved_memory: Arc<std::sync::Mutex<Vec<Option<MemorySettings>>>>,
+    /// Per proxy, the target's instances, for the faults in its topology.
+    fleets: Vec<Option<Arc<Fleet>>>,
+    /// Per proxy, its size before `scale`, to scale back to at its end.
+    sizes_before: Arc<std::sync::Mutex<Vec<Option<usize>>>>,
 }
 
 /// One fault's step on one target.
@@ -61,6 +66,8 @@ struct Step<'a> {
     client: &'a Toxiproxy,
     proxy: &'a str,
     redis: Option<&'a (SharedRedis, SocketAddr)>,
+    fleet: Option<&'a Arc<Fleet>>,
+    sizes_before: &'a std::sync::Mutex<Vec<Option<usize>>>,
     saved_memory: &'a std::sync::Mutex<Vec<Option<MemorySettings>>>,
     slot: usize,
     name: String,
@@ -71,6 +78,11 @@ impl Step<'_> {
     fn redis(&self, fault: &Fault) -> Result<&(SharedRedis, SocketAddr), FaultError> {
         self.redis
             .ok_or_else(|| FaultError::NoRedis(fault.to_string()))
+    }
+
+    fn fleet(&self, fault: &Fault) -> Result<&Arc<Fleet>, FaultError> {
+        self.fleet
+            .ok_or_else(|| FaultError::NoFleet(fault.to_string()))
     }
 
     async fn run(&self, fault: &Fault, op: Op, done: &mut Done) -> Result<(), FaultError> {
@@ -127,6 +139,40 @@ impl Step<'_> {
                 ));
             }
             (Fault::RedisRestart { .. }, Op::Remove) => {}
+            (Fault::Scale { to, instance_count }, Op::Apply) => {
+                let fleet = self.fleet(fault)?;
+                self.sizes_before.lock().unwrap_or_else(|e| e.into_inner())[self.slot] =
+                    Some(fleet.size());
+                let report = fleet
+                    .scale_to(*to as usize, instance_count.unwrap_or(*to))
+                    .await
+                    .map_err(FleetError::from)?;
+                done.reports.push(report);
+            }
+            (Fault::Scale { .. }, Op::Remove) => {
+                let fleet = self.fleet(fault)?;
+                let before =
+                    self.sizes_before.lock().unwrap_or_else(|e| e.into_inner())[self.slot].take();
+                if let Some(size) = before {
+                    let report = fleet
+                        .scale_to(size, fleet.configured())
+                        .await
+                        .map_err(FleetError::from)?;
+                    done.reports.push(report);
+                }
+            }
+            (Fault::KillInstance { instance, .. }, Op::Apply) => {
+                done.reports.push(self.fleet(fault)?.kill(*instance).await?);
+            }
+            // Not replaced during the phase (no `restart`, or a later one): replaced now.
+            (Fault::KillInstance { instance, .. }, Op::Remove) => {
+                let replaced = self
+                    .fleet(fault)?
+                    .replace(*instance)
+                    .await
+                    .map_err(FleetError::from)?;
+                done.reports.extend(replaced);
+            }
             (Fault::ClientPause { mode }, Op::Apply) => {
                 let (_, addr) = self.redis(fault)?;
                 redis_native::pause(*addr, self.length, *mode).await?;
@@ -183,10 +229,18 @@ impl Player {
         let saved_memory = Arc::new(std::sync::Mutex::new(vec![None; proxies.len()]));
         Self {
             toxiproxy,
+            fleets: vec![None; proxies.len()],
+            sizes_before: Arc::new(std::sync::Mutex::new(vec![None; proxies.len()])),
             proxies,
             redis,
             saved_memory,
         }
+    }
+
+    /// Each target's instances, in the same order, for the faults in its topology.
+    pub fn with_fleets(mut self, fleets: Vec<Arc<Fleet>>) -> Self {
+        self.fleets = fleets.into_iter().map(Some).collect();
+        self
     }
 
     /// The redis-server behind each proxy, in the same order, for the faults inside Redis.
@@ -200,29 +254,49 @@ impl Player {
         self
     }
 
-    /// Applies `faults` (of a phase `length` long) to every target at once; the outcomes are
-    /// in `proxies` order. What runs for the whole phase starts with [`Player::ongoing`].
-    pub async fn apply(&self, phase: &str, faults: &[Fault], length: Duration) -> Vec<Outcome> {
-        self.each(phase, faults, Op::Apply, length).await
+    /// Applies `faults` (of a phase `length` long) to every target at once, but for those in
+    /// `in_place` (still applied from the phase before); the outcomes are in `proxies` order.
+    /// What runs for the whole phase starts with [`Player::ongoing`].
+    pub async fn apply(
+        &self,
+        phase: &str,
+        faults: &[Fault],
+        in_place: &[Fault],
+        length: Duration,
+    ) -> Vec<Outcome> {
+        self.each(phase, faults, in_place, Op::Apply, length).await
     }
 
-    /// Removes what [`Player::apply`] did and re-enables the proxies.
-    pub async fn remove(&self, phase: &str, faults: &[Fault]) -> Vec<Outcome> {
-        self.each(phase, faults, Op::Remove, Duration::ZERO).await
+    /// Removes what [`Player::apply`] did and re-enables the proxies, but for the faults in
+    /// `staying` (the next phase keeps them).
+    pub async fn remove(&self, phase: &str, faults: &[Fault], staying: &[Fault]) -> Vec<Outcome> {
+        self.each(phase, faults, staying, Op::Remove, Duration::ZERO)
+            .await
     }
 
-    async fn each(&self, phase: &str, faults: &[Fault], op: Op, length: Duration) -> Vec<Outcome> {
+    async fn each(
+        &self,
+        phase: &str,
+        faults: &[Fault],
+        skip: &[Fault],
+        op: Op,
+        length: Duration,
+    ) -> Vec<Outcome> {
         let mut tasks = JoinSet::new();
         for slot in 0..self.proxies.len() {
             let (player, phase, faults) = (self.clone(), phase.to_owned(), faults.to_vec());
+            let skip = skip.to_vec();
             tasks.spawn(async move {
                 let mut done = Done::default();
                 let mut outcome = Ok(());
-                for (i, fault) in faults.iter().enumerate() {
+                // Skipped by position, so a toxic keeps the name its index gives it.
+                for (i, fault) in faults.iter().enumerate().filter(|(_, f)| !skip.contains(f)) {
                     let step = Step {
                         client: &player.toxiproxy,
                         proxy: &player.proxies[slot],
                         redis: player.redis.get(slot).and_then(Option::as_ref),
+                        fleet: player.fleets.get(slot).and_then(Option::as_ref),
+                        sizes_before: &player.sizes_before,
                         saved_memory: &player.saved_memory,
                         slot,
                         name: toxic_name(&phase, i),
@@ -265,6 +339,15 @@ impl Player {
             self.flap(from, period, down, until, cancel).await;
             return Vec::new();
         }
+        if let Fault::KillInstance {
+            instance,
+            restart: Some(after),
+        } = *fault
+        {
+            return self
+                .replace_killed(instance, from + after, until, cancel)
+                .await;
+        }
         let mut tasks = JoinSet::new();
         for (slot, redis) in self.redis.iter().enumerate() {
             let Some((_, addr)) = redis else { continue };
@@ -295,6 +378,44 @@ impl Player {
                 };
                 done.at = Some(Instant::now());
                 (slot, outcome.map(|()| done))
+            });
+        }
+        let mut outcomes = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            if let Ok(outcome) = joined {
+                outcomes.push(outcome);
+            }
+        }
+        outcomes.sort_by_key(|(slot, _)| *slot);
+        outcomes
+    }
+
+    /// Starts an instance in place of the killed one on every target at `at`, unless the
+    /// phase ends (or the run stops) first.
+    async fn replace_killed(
+        &self,
+        killed: usize,
+        at: Instant,
+        until: Instant,
+        cancel: &CancellationToken,
+    ) -> Vec<(usize, Outcome)> {
+        if at >= until || sleep_until(at, cancel).await {
+            return Vec::new();
+        }
+        let mut tasks = JoinSet::new();
+        for (slot, fleet) in self.fleets.iter().enumerate() {
+            let Some(fleet) = fleet.clone() else { continue };
+            tasks.spawn(async move {
+                let outcome = fleet
+                    .replace(killed)
+                    .await
+                    .map(|report| Done {
+                        at: Some(Instant::now()),
+                        reports: report.into_iter().collect(),
+                        commands: 0,
+                    })
+                    .map_err(|e| FaultError::from(FleetError::from(e)));
+                (slot, outcome)
             });
         }
         let mut outcomes = Vec::new();

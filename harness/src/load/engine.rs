@@ -54,7 +54,7 @@ use super::client::{Client, Throttle};
 use super::exchange::{self, Pool};
 use super::pacer::Pacer;
 use super::schedule::Schedule;
-use super::{LoadPlan, LoadSummary, Outcome, Recorder, Sample, Spread};
+use super::{LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread};
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
 /// they never share a stream with the arrival schedules.
@@ -161,8 +161,6 @@ impl LoadPlan {
 struct Prepared {
     /// Per target: the path in origin form, as HTTP/1 sends it.
     paths: Vec<Uri>,
-    /// Per target, per instance: the Host header.
-    hosts: Vec<Vec<HeaderValue>>,
     headers: Vec<HeaderName>,
     /// Per tenant.
     callers: Vec<HeaderValue>,
@@ -171,7 +169,6 @@ struct Prepared {
 impl Prepared {
     fn new(plan: &LoadPlan) -> Result<Self, LoadError> {
         let mut paths = Vec::with_capacity(plan.targets.len());
-        let mut hosts = Vec::with_capacity(plan.targets.len());
         let mut headers = Vec::with_capacity(plan.targets.len());
         for t in &plan.targets {
             if t.instances.is_empty() {
@@ -189,16 +186,6 @@ impl Prepared {
                     path: t.path.clone(),
                 })?;
             paths.push(path);
-            hosts.push(
-                t.instances
-                    .iter()
-                    .map(|addr| {
-                        // An address's text is always a valid header value.
-                        HeaderValue::try_from(addr.to_string())
-                            .unwrap_or_else(|_| HeaderValue::from_static("localhost"))
-                    })
-                    .collect(),
-            );
             headers.push(HeaderName::try_from(t.caller_header.as_str()).map_err(|_| {
                 LoadError::CallerHeader {
                     target: t.name.clone(),
@@ -223,20 +210,96 @@ impl Prepared {
         }
         Ok(Self {
             paths,
-            hosts,
             headers,
             callers,
         })
     }
 
-    /// The request of `tenant` to `target`'s `instance`.
-    fn request(&self, target: usize, instance: usize, tenant: usize) -> Request<Empty<Bytes>> {
+    /// The request of `tenant` to `target`, for the instance whose Host header is `host`.
+    fn request(&self, target: usize, host: &HeaderValue, tenant: usize) -> Request<Empty<Bytes>> {
         let mut request = Request::new(Empty::<Bytes>::new());
         *request.uri_mut() = self.paths[target].clone();
         let headers = request.headers_mut();
-        headers.insert(HOST, self.hosts[target][instance].clone());
+        headers.insert(HOST, host.clone());
         headers.insert(self.headers[target].clone(), self.callers[tenant].clone());
         request
+    }
+}
+
+/// A target's instances as last read from its rotation: a connection pool and a Host header
+/// for every instance known (by its index), and the indexes in rotation.
+#[derive(Debug)]
+struct Members {
+    pools: Vec<Arc<Pool>>,
+    hosts: Vec<HeaderValue>,
+    in_rotation: Vec<usize>,
+}
+
+impl Members {
+    /// From the rotation as it is now, keeping the pools (and their open connections) of
+    /// instances whose address has not changed.
+    fn read(rotation: &Rotation, before: Option<&Members>) -> Self {
+        let members = rotation.members();
+        let pools = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| match before.and_then(|b| b.pools.get(i)) {
+                Some(pool) if pool.addr() == m.addr => Arc::clone(pool),
+                _ => Arc::new(Pool::new(m.addr)),
+            })
+            .collect();
+        let hosts = members
+            .iter()
+            .map(|m| {
+                // An address's text is always a valid header value.
+                HeaderValue::try_from(m.addr.to_string())
+                    .unwrap_or_else(|_| HeaderValue::from_static("localhost"))
+            })
+            .collect();
+        let in_rotation: Vec<usize> = (0..members.len())
+            .filter(|&i| members[i].in_rotation)
+            .collect();
+        Self {
+            pools,
+            hosts,
+            // None in rotation: send to every known one anyway, as a balancer without
+            // health checks would; their refusals are the outcome.
+            in_rotation: if in_rotation.is_empty() {
+                (0..members.len()).collect()
+            } else {
+                in_rotation
+            },
+        }
+    }
+}
+
+/// One target's rotation and the members last read from it.
+#[derive(Debug)]
+struct Followed {
+    rotation: Rotation,
+    version: u64,
+    members: Arc<Members>,
+}
+
+impl Followed {
+    fn new(rotation: Rotation) -> Self {
+        let version = rotation.version();
+        let members = Arc::new(Members::read(&rotation, None));
+        Self {
+            rotation,
+            version,
+            members,
+        }
+    }
+
+    /// The members now: one atomic load unless the rotation changed.
+    fn current(&mut self) -> &Arc<Members> {
+        let version = self.rotation.version();
+        if version != self.version {
+            self.members = Arc::new(Members::read(&self.rotation, Some(&self.members)));
+            self.version = version;
+        }
+        &self.members
     }
 }
 
@@ -247,7 +310,6 @@ struct Stream {
     tenant: usize,
     schedule: Schedule,
     spread: Spread,
-    instances: usize,
     next_instance: usize,
     client: Client,
     /// The client's own draws: throttling refusals, and a seed per request for its backoff.
@@ -257,15 +319,16 @@ struct Stream {
 }
 
 impl Stream {
-    /// Sticky: tenant i always on instance i mod n. Round robin: starting there, so tenants
-    /// do not all begin on instance 0.
-    fn pick_instance(&mut self) -> usize {
+    /// Sticky: tenant i always on the (i mod n)-th instance in rotation. Round robin: starting
+    /// there, so tenants do not all begin on the first.
+    fn pick_instance(&mut self, in_rotation: &[usize]) -> usize {
+        let n = in_rotation.len();
         match self.spread {
-            Spread::Sticky => self.tenant % self.instances,
+            Spread::Sticky => in_rotation[self.tenant % n],
             Spread::RoundRobin => {
-                let i = self.next_instance;
-                self.next_instance = (i + 1) % self.instances;
-                i
+                let i = self.next_instance % n;
+                self.next_instance = i + 1;
+                in_rotation[i]
             }
         }
     }
@@ -276,8 +339,8 @@ struct Load {
     prepared: Arc<Prepared>,
     streams: Vec<Stream>,
     in_flight: Vec<Arc<Semaphore>>,
-    /// Per target, per instance.
-    pools: Vec<Arc<[Pool]>>,
+    /// Per target.
+    targets: Vec<Followed>,
     start: Instant,
     /// No retry starts after this.
     end: Instant,
@@ -297,7 +360,7 @@ impl Load {
         recorder: Arc<dyn Recorder>,
     ) -> Self {
         let mut streams = Vec::with_capacity(plan.targets.len() * plan.tenants.len());
-        for (target, t) in plan.targets.iter().enumerate() {
+        for target in 0..plan.targets.len() {
             for (tenant, c) in plan.tenants.iter().enumerate() {
                 streams.push(Stream {
                     target,
@@ -311,8 +374,7 @@ impl Load {
                         plan.duration,
                     ),
                     spread: c.spread,
-                    instances: t.instances.len(),
-                    next_instance: tenant % t.instances.len(),
+                    next_instance: tenant,
                     client: c.client,
                     rng: {
                         let mut rng = ChaCha8Rng::seed_from_u64(plan.seed ^ CLIENT_SEED_SALT);
@@ -337,10 +399,10 @@ impl Load {
                 .iter()
                 .map(|_| Arc::new(Semaphore::new(plan.max_in_flight_per_target)))
                 .collect(),
-            pools: plan
+            targets: plan
                 .targets
                 .iter()
-                .map(|t| t.instances.iter().map(|&a| Pool::new(a)).collect())
+                .map(|t| Followed::new(t.instances.clone()))
                 .collect(),
             start,
             end: start + plan.duration,
@@ -431,7 +493,8 @@ impl Load {
     fn dispatch(&mut self, stream: usize, offset: Duration) {
         let stream = &mut self.streams[stream];
         let (target, tenant) = (stream.target, stream.tenant);
-        let instance = stream.pick_instance();
+        let members = Arc::clone(self.targets[target].current());
+        let instance = stream.pick_instance(&members.in_rotation);
         self.summary.scheduled += 1;
         let unsent = |outcome| Sample {
             target,
@@ -463,7 +526,7 @@ impl Load {
 
         let request = Attempts {
             prepared: Arc::clone(&self.prepared),
-            pools: Arc::clone(&self.pools[target]),
+            members,
             target,
             tenant,
             first_instance: instance,
@@ -507,7 +570,7 @@ impl Load {
 /// One request and the retries its client sends after it.
 struct Attempts {
     prepared: Arc<Prepared>,
-    pools: Arc<[Pool]>,
+    members: Arc<Members>,
     target: usize,
     tenant: usize,
     first_instance: usize,
@@ -526,14 +589,20 @@ impl Attempts {
     /// Sends until the client is done: the last outcome, and how many attempts were sent.
     async fn run(mut self) -> (Outcome, u32) {
         let mut sent = 0;
+        let ring = &self.members.in_rotation;
+        let first = ring
+            .iter()
+            .position(|&i| i == self.first_instance)
+            .unwrap_or(0);
         loop {
             let instance = match self.spread {
                 Spread::Sticky => self.first_instance,
-                Spread::RoundRobin => (self.first_instance + sent as usize) % self.pools.len(),
+                Spread::RoundRobin => ring[(first + sent as usize) % ring.len()],
             };
-            let request = self.prepared.request(self.target, instance, self.tenant);
+            let host = &self.members.hosts[instance];
+            let request = self.prepared.request(self.target, host, self.tenant);
             let (outcome, retry_after) =
-                exchange::exchange(&self.pools[instance], request, self.timeout).await;
+                exchange::exchange(&self.members.pools[instance], request, self.timeout).await;
             sent += 1;
             if outcome == Outcome::Admitted
                 && let Some(throttle) = &self.throttle

@@ -43,6 +43,10 @@ impl Pool {
         }
     }
 
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
     fn take_idle(&self) -> Option<Sender> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some(sender) = idle.pop() {

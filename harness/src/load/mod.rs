@@ -11,17 +11,19 @@
 //! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`).
 //! - `exchange`: one HTTP exchange on a pooled keep-alive connection, and its classification.
 //! - [`client`]: how a tenant's clients react to answers (retries, adaptive throttling).
+//! - [`rotation`]: a target's instances in and out of the balancer's rotation.
 
 pub mod client;
 mod engine;
 mod exchange;
 mod pacer;
+pub mod rotation;
 pub mod schedule;
 
 pub use client::Client;
 pub use engine::{LoadError, try_run};
+pub use rotation::Rotation;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 /// How a tenant's requests are spaced.
@@ -61,7 +63,8 @@ pub struct TenantPlan {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetPlan {
     pub name: String,
-    pub instances: Vec<SocketAddr>,
+    /// Its instances; the balancer follows changes made while the run goes.
+    pub instances: Rotation,
     /// Path (and query) of the limited request, e.g. `/api`.
     pub path: String,
     pub caller_header: String,

@@ -165,7 +165,7 @@ pub async fn run(
             .iter()
             .map(|t| TargetPlan {
                 name: t.def.name.clone(),
-                instances: t.instances.iter().map(|i| i.addr).collect(),
+                instances: t.fleet.rotation(),
                 path: t.def.request_path.clone(),
                 caller_header: t.def.caller_header.clone(),
             })
@@ -217,11 +217,7 @@ pub async fn run(
         progress::show(say, &scenario, &names, &collector, start, done.clone()),
     );
     let ran_for = start.elapsed();
-    let instance_counts: Vec<u32> = world
-        .targets
-        .iter()
-        .map(|t| t.instances.len() as u32)
-        .collect();
+    let instance_counts: Vec<u32> = world.targets.iter().map(|t| t.fleet.configured()).collect();
     world.stop().await;
     let (summary, load_error) = match summary {
         Ok(summary) => (summary, None),
@@ -433,7 +429,8 @@ async fn play_timeline(
         world.targets.iter().map(|t| t.proxy.clone()).collect(),
     )
     .with_redis(world.targets.iter().map(|t| t.redis.clone()).collect())
-    .await;
+    .await
+    .with_fleets(world.targets.iter().map(|t| Arc::clone(&t.fleet)).collect());
     let n = world.targets.len();
     let mut facts = vec![vec![PhaseFacts::default(); n]; scenario.phases.len()];
     // Commands the faults sent to each Redis themselves, per phase, left out of the target's.
@@ -464,6 +461,22 @@ async fn play_timeline(
         if sleep_until(start + at, stop).await {
             break;
         }
+        // A `down` (or `stall`) in the phase ending here and in the one starting here stays
+        // in place across the boundary.
+        let starting: Vec<&Fault> = scenario
+            .phases
+            .iter()
+            .filter(|p| p.start == at)
+            .flat_map(|p| &p.faults)
+            .collect();
+        let staying: Vec<Fault> = scenario
+            .phases
+            .iter()
+            .filter(|p| p.end == at)
+            .flat_map(|p| &p.faults)
+            .filter(|f| f.spans_adjacent_phases() && starting.contains(f))
+            .cloned()
+            .collect();
         for (p, phase) in scenario
             .phases
             .iter()
@@ -481,7 +494,7 @@ async fn play_timeline(
                     );
                 }
             }
-            let removed = player.remove(&phase.name, &phase.faults).await;
+            let removed = player.remove(&phase.name, &phase.faults, &staying).await;
             for (t, outcome) in removed.into_iter().enumerate() {
                 let done_at = settle(
                     outcome,
@@ -512,7 +525,12 @@ async fn play_timeline(
             .filter(|(_, p)| p.start == at)
         {
             let applied = player
-                .apply(&phase.name, &phase.faults, phase.end - phase.start)
+                .apply(
+                    &phase.name,
+                    &phase.faults,
+                    &staying,
+                    phase.end - phase.start,
+                )
                 .await;
             for (t, outcome) in applied.into_iter().enumerate() {
                 let done_at = settle(
@@ -523,6 +541,22 @@ async fn play_timeline(
                 );
                 if let Some(at) = done_at.filter(|_| !phase.faults.is_empty()) {
                     facts[p][t].faults_applied_at_s = Some(since(start, at));
+                    // A slow change (instances that take long to be ready) can outlast its
+                    // phase: what the next phase measures is then not what it says.
+                    if at > start + phase.end {
+                        note(
+                            t,
+                            "fault-late",
+                            format!(
+                                "{}'s faults were in place only at {:.1} s, after the phase ended \
+                                 at {:.1} s",
+                                phase.name,
+                                since(start, at),
+                                phase.end.as_secs_f64()
+                            ),
+                            at,
+                        );
+                    }
                 }
             }
             for fault in phase.faults.iter().filter(|f| f.is_ongoing()) {
@@ -546,9 +580,10 @@ async fn play_timeline(
                     .iter()
                     .any(|f| matches!(f, Fault::RedisRestart { .. }));
                 for (t, f) in facts[p].iter_mut().enumerate() {
-                    f.fallbacks = reading.fallbacks[t]
-                        .zip(before.fallbacks[t])
-                        .map(|(a, b)| a - b);
+                    f.fallbacks = snapshot::fallbacks_between(
+                        before.fallbacks[t].as_deref(),
+                        reading.fallbacks[t].as_deref(),
+                    );
                     f.store_commands = reading.store_commands[t]
                         .zip(before.store_commands[t])
                         .map(|(a, b)| if restarted { a } else { a.saturating_sub(b) })
@@ -622,20 +657,24 @@ async fn watch_children(
             _ = tick.tick() => {}
         }
         for (t, target) in world.targets.iter().enumerate() {
-            let mut children: Vec<(u32, String, PathBuf, Option<String>)> = target
-                .instances
-                .iter()
-                .map(|i| {
-                    let pid = i.process.pid();
-                    let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
-                    (
-                        pid,
-                        format!("instance {}", i.index),
-                        i.process.log_path().to_owned(),
-                        how,
-                    )
-                })
-                .collect();
+            // Judged with the instance list held: `scale` and `kill-instance` take an
+            // instance off it before they stop it, so what they end is not a death.
+            let mut children: Vec<(u32, String, PathBuf, Option<String>)> =
+                target.fleet.inspect(|instances| {
+                    instances
+                        .iter()
+                        .map(|i| {
+                            let pid = i.process.pid();
+                            let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
+                            (
+                                pid,
+                                format!("instance {}", i.index),
+                                i.process.log_path().to_owned(),
+                                how,
+                            )
+                        })
+                        .collect()
+                });
             // Judged under its lock: a `redis-restart` replaces the process while holding it,
             // and the one it killed is not a death. Skipped for a tick while it does.
             if let Ok(redis) = target.redis.try_lock() {

@@ -1,6 +1,7 @@
-//! Readings at phase boundaries: each target's own fallback counter (summed over its
-//! instances) and the commands its Redis has executed (`INFO commandstats`). Every instance
-//! and every Redis is asked at once, so a reading takes one round trip, not one per child.
+//! Readings at phase boundaries: each target's own fallback counter (per instance process,
+//! so a fleet that changed in between is counted right) and the commands its Redis has
+//! executed (`INFO commandstats`). Every instance and every Redis is asked at once, so a
+//! reading takes one round trip, not one per child.
 
 use std::time::Duration;
 
@@ -15,8 +16,30 @@ const READ_TIMEOUT: Duration = Duration::from_millis(500);
 /// One reading per target; `None` where it could not be taken.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Reading {
-    pub(super) fallbacks: Vec<Option<f64>>,
+    /// Per target: each running instance's counter, by process id.
+    pub(super) fallbacks: Vec<Option<Vec<(u32, f64)>>>,
     pub(super) store_commands: Vec<Option<u64>>,
+}
+
+/// A target's fallbacks between two readings: each process's growth, a process started in
+/// between counting from zero. One stopped or killed in between took its count with it.
+pub(super) fn fallbacks_between(
+    before: Option<&[(u32, f64)]>,
+    after: Option<&[(u32, f64)]>,
+) -> Option<f64> {
+    let (before, after) = (before?, after?);
+    Some(
+        after
+            .iter()
+            .map(|(pid, now)| {
+                let then = before
+                    .iter()
+                    .find(|(p, _)| p == pid)
+                    .map_or(0.0, |(_, v)| *v);
+                now - then
+            })
+            .sum(),
+    )
 }
 
 /// Sums `calls=` over `cmdstat_*` lines, leaving out the `INFO` these readings issue.
@@ -35,13 +58,13 @@ pub(super) fn commands_executed(commandstats: &str) -> u64 {
         .sum()
 }
 
-/// The target's fallback counter summed over its instances; `None` if it has none or any
+/// The target's fallback counter of each running instance; `None` if it has none or any
 /// instance did not answer.
-async fn fallbacks(t: &TargetWorld, http: &reqwest::Client) -> Option<f64> {
+async fn fallbacks(t: &TargetWorld, http: &reqwest::Client) -> Option<Vec<(u32, f64)>> {
     let (Some(path), Some(counter)) = (&t.def.metrics_path, &t.def.fallback_counter) else {
         return None;
     };
-    let answers = join_all(t.instances.iter().map(|i| async move {
+    let answers = join_all(t.fleet.running().into_iter().map(|i| async move {
         let response = http
             .get(format!("http://{}{path}", i.addr))
             .timeout(READ_TIMEOUT)
@@ -52,10 +75,10 @@ async fn fallbacks(t: &TargetWorld, http: &reqwest::Client) -> Option<f64> {
             .text()
             .await
             .ok()
-            .map(|body| sum_counter(&body, counter))
+            .map(|body| (i.pid, sum_counter(&body, counter)))
     }))
     .await;
-    answers.into_iter().sum()
+    answers.into_iter().collect()
 }
 
 pub(super) async fn take(world: &World, http: &reqwest::Client) -> Reading {
@@ -65,9 +88,10 @@ pub(super) async fn take(world: &World, http: &reqwest::Client) -> Reading {
         (fallbacks, stats.ok().map(|s| commands_executed(&s)))
     }))
     .await;
+    let (fallbacks, store_commands) = per_target.into_iter().unzip();
     Reading {
-        fallbacks: per_target.iter().map(|(f, _)| *f).collect(),
-        store_commands: per_target.iter().map(|(_, c)| *c).collect(),
+        fallbacks,
+        store_commands,
     }
 }
 
@@ -82,5 +106,14 @@ mod tests {
                      cmdstat_script|load:calls=3,usec=30,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n\
                      cmdstat_info:calls=7,usec=70,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n";
         assert_eq!(commands_executed(stats), 123);
+    }
+
+    #[test]
+    fn fallbacks_count_each_process_from_its_own_start() {
+        let before = [(10, 5.0), (11, 7.0)];
+        // 11 killed, 12 started in between; 10 went on counting.
+        let after = [(10, 8.0), (12, 4.0)];
+        assert_eq!(fallbacks_between(Some(&before), Some(&after)), Some(7.0));
+        assert_eq!(fallbacks_between(None, Some(&after)), None);
     }
 }

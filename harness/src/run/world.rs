@@ -13,12 +13,9 @@ use crate::faults::timeline::SharedRedis;
 use crate::faults::toxiproxy::{Toxiproxy, ToxiproxyError};
 use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::scenario::Scenario;
-use crate::targets::{self, Instance, Launch, TargetDef};
+use crate::targets::{Fleet, FleetLaunch, TargetDef};
 
 use super::RunError;
-
-/// How long children get to exit on SIGTERM before SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Requests each instance answers before the load starts, unmeasured, from a caller no tenant
 /// uses: the first requests pay for JIT compilation, lazy imports and script loads, which a
@@ -27,8 +24,8 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 const WARM_UP_REQUESTS: usize = 20;
 const WARM_UP_CALLER: &str = "failmode-warm-up";
 
-async fn warm_up(def: &TargetDef, instances: &[Instance], http: &reqwest::Client) {
-    join_all(instances.iter().map(|i| async move {
+async fn warm_up(def: &TargetDef, fleet: &Fleet, http: &reqwest::Client) {
+    join_all(fleet.running().into_iter().map(|i| async move {
         let url = format!("http://{}{}", i.addr, def.request_path);
         for _ in 0..WARM_UP_REQUESTS {
             // Not measured: whatever the answer, the next request is the point.
@@ -52,7 +49,8 @@ pub struct TargetWorld {
     /// The proxy's name in Toxiproxy (the target's name).
     pub proxy: String,
     pub proxy_addr: SocketAddr,
-    pub instances: Vec<Instance>,
+    /// Its instances; `scale` and `kill-instance` change them.
+    pub fleet: Arc<Fleet>,
 }
 
 /// Everything started for a run. Dropping it kills every child's process group; `stop` is
@@ -107,44 +105,25 @@ impl World {
                     reason: format!("it listens on {:?}, not an address", proxy.listen),
                 })
             })?;
-            let redis_url = format!("redis://{proxy_addr}");
-            let launch = Launch {
-                root,
-                log_dir,
-                redis_url: &redis_url,
-                instance_count: count,
+            let launch = FleetLaunch {
+                root: root.to_owned(),
+                log_dir: log_dir.to_owned(),
+                redis_url: format!("redis://{proxy_addr}"),
                 limit: scenario.limit,
                 window: scenario.window,
             };
+            let (fleet, started) = Fleet::start(def, launch, count, &http).await;
+            let fleet = Arc::new(fleet);
+            // Kept even when an instance failed to start, so the world stops the others.
             world.targets.push(TargetWorld {
                 def: def.clone(),
                 redis: Arc::new(tokio::sync::Mutex::new(redis)),
                 proxy: def.name.clone(),
                 proxy_addr,
-                instances: Vec::new(),
+                fleet: Arc::clone(&fleet),
             });
-            let slot = world.targets.len() - 1;
-            // All of a target's instances at once: interpreters (Node, gunicorn) take a second
-            // or more each to come up.
-            let started = join_all(
-                (0..count as usize)
-                    .map(|index| targets::start_instance(def, index, &launch, &http)),
-            )
-            .await;
-            let mut first_error = None;
-            for result in started {
-                match result {
-                    // Kept even when a sibling failed, so the world stops them.
-                    Ok(instance) => world.targets[slot].instances.push(instance),
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-            if let Some(e) = first_error {
-                return Err(e.into());
-            }
-            warm_up(def, &world.targets[slot].instances, &http).await;
+            started?;
+            warm_up(def, &fleet, &http).await;
         }
         Ok(world)
     }
@@ -160,7 +139,7 @@ impl World {
             let _ = t.redis.lock().await.resume();
         }
         join_all(self.targets.iter_mut().map(|t| async move {
-            join_all(t.instances.iter_mut().map(|i| i.process.stop(STOP_GRACE))).await;
+            t.fleet.stop().await;
             let _ = t.redis.lock().await.stop().await;
         }))
         .await;

@@ -98,12 +98,40 @@ fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
+/// serde's message for a fault that matches no form ("did not match any variant of untagged
+/// enum Fault") names neither the type nor the key: replaced by what is wrong with the first
+/// fault that does not parse.
+fn explain_faults(text: &str, message: &str) -> String {
+    if !message.contains("untagged enum Fault") {
+        return message.to_owned();
+    }
+    let Ok(table) = toml::from_str::<toml::Table>(text) else {
+        return message.to_owned();
+    };
+    let faults = table
+        .get("phases")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("faults").and_then(toml::Value::as_array))
+        .flatten();
+    for fault in faults {
+        if <Fault as serde::Deserialize>::deserialize(fault.clone()).is_err() {
+            return message.replace(
+                "data did not match any variant of untagged enum Fault",
+                &crate::faults::explain(fault),
+            );
+        }
+    }
+    message.to_owned()
+}
+
 impl Scenario {
     /// Parses and validates scenario text; `origin` names it in errors (a path or a name).
     pub fn parse(text: &str, origin: &str) -> Result<Self, ScenarioError> {
         let raw: RawScenario = toml::from_str(text).map_err(|e| ScenarioError::Toml {
             origin: origin.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
+            message: explain_faults(text, e.to_string().trim_end()),
         })?;
         let invalid =
             |key: &str, span: std::ops::Range<usize>, message: String| ScenarioError::Invalid {

@@ -199,3 +199,14 @@ fn an_unknown_client_behaviour_is_refused_naming_it_and_its_line() {
     assert!(e.contains("retry-5xx"), "lists what it could be: {e}");
     assert!(e.contains("line 9"), "{e}");
 }
+
+#[test]
+fn a_fault_missing_a_key_is_refused_naming_its_type_and_line() {
+    let e = err(&MINIMAL.replace(
+        "faults = [{ type = \"latency\", latency_ms = 40, jitter_ms = 10 }]",
+        "faults = [{ type = \"scale\", count = 8 }]",
+    ));
+    assert!(e.contains("\"scale\"") && e.contains("count"), "{e}");
+    assert!(e.contains("line 19"), "{e}");
+    assert!(!e.contains("untagged"), "{e}");
+}

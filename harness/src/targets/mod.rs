@@ -1,5 +1,6 @@
 //! Targets: manifests, building them, and starting, probing and stopping their instances.
 
+pub mod fleet;
 pub mod manifest;
 
 use std::collections::BTreeMap;
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::infra::{ChildProcess, InfraError, free_port};
+pub use fleet::{Fleet, FleetError, FleetLaunch};
 pub use manifest::{ManifestError, TargetDef};
 
 /// How many times a start is retried on a fresh port when the probed one was taken meanwhile.
