@@ -229,7 +229,13 @@ impl Fault {
     /// Listed in two adjacent phases, it stays in place across their boundary instead of
     /// being removed and applied again (which would let Redis through for an instant).
     pub fn spans_adjacent_phases(&self) -> bool {
-        matches!(self, Self::Down {} | Self::Stall {} | Self::Scale { .. })
+        // Not `stall`: a Redis left stopped across the boundary could not be read there.
+        matches!(self, Self::Down {} | Self::Scale { .. })
+    }
+
+    /// Starts or stops the target's instances.
+    pub fn changes_topology(&self) -> bool {
+        matches!(self, Self::Scale { .. } | Self::KillInstance { .. })
     }
 }
 

@@ -405,10 +405,14 @@ impl Player {
         let mut tasks = JoinSet::new();
         for (slot, fleet) in self.fleets.iter().enumerate() {
             let Some(fleet) = fleet.clone() else { continue };
+            let cancel = cancel.clone();
             tasks.spawn(async move {
-                let outcome = fleet
-                    .replace(killed)
-                    .await
+                // An interrupt does not wait for the new instance to be ready.
+                let replaced = tokio::select! {
+                    replaced = fleet.replace(killed) => replaced,
+                    () = cancel.cancelled() => Ok(None),
+                };
+                let outcome = replaced
                     .map(|report| Done {
                         at: Some(Instant::now()),
                         reports: report.into_iter().collect(),

@@ -45,7 +45,7 @@ pub fn second_sample(
     let mut shortfall = 0.0;
     let mut entitled = 0.0;
     for c in tenants {
-        let e = (c.offered as f64).min(allowance_per_s);
+        let e = (c.asked() as f64).min(allowance_per_s);
         entitled += e;
         shortfall += (e - c.admitted as f64).max(0.0);
     }

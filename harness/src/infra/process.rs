@@ -384,12 +384,32 @@ impl Drop for ChildProcess {
 
 /// A port on 127.0.0.1 that was free a moment ago. Another process can take it before the
 /// caller binds it: callers retry on a new port when that happens.
+///
+/// Not one of the last [`RECENT_PORTS`] this process handed out: the kernel may give a port
+/// it just got back to the next caller, and two children started at once (tests run
+/// concurrently) would then race for it; the loser's readiness probe could be answered by
+/// the winner.
 pub fn free_port() -> Result<u16, InfraError> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(InfraError::NoFreePort)
+    static RECENT: std::sync::Mutex<std::collections::VecDeque<u16>> =
+        std::sync::Mutex::new(std::collections::VecDeque::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .map_err(InfraError::NoFreePort)?;
+        let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+        if !recent.contains(&port) {
+            if recent.len() == RECENT_PORTS {
+                recent.pop_front();
+            }
+            recent.push_back(port);
+            return Ok(port);
+        }
+    }
 }
+
+/// Far more than a run starts at once, far fewer than the kernel's ephemeral range.
+const RECENT_PORTS: usize = 4096;
 
 /// Waits until `addr` accepts a TCP connection, failing fast if `child` exits first.
 pub async fn wait_for_tcp(

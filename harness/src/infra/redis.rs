@@ -63,14 +63,17 @@ impl RedisServer {
         Ok(server)
     }
 
+    /// Until this server answers: a PING would also be answered by another Redis that
+    /// holds the port (this one then fails to bind and exits), so the answer must give this
+    /// child's process id.
     async fn wait_ready(&mut self) -> Result<(), InfraError> {
-        let addr = self.addr;
+        let (addr, pid) = (self.addr, self.child.pid());
         wait_until(
             &mut self.child,
             addr,
-            "answering PING",
+            "answering INFO as its own process",
             READY_TIMEOUT,
-            || ping(addr),
+            || answers_as(addr, pid),
         )
         .await
     }
@@ -176,17 +179,12 @@ fn spawn(name: &str, dir: &Path, addr: SocketAddr) -> Result<ChildProcess, Infra
 }
 
 /// True if a fresh connection to `addr` gets `+PONG` to `PING` within [`PING_TIMEOUT`].
-async fn ping(addr: SocketAddr) -> bool {
-    let exchange = async {
-        let mut stream = TcpStream::connect(addr).await?;
-        stream.write_all(b"PING\r\n").await?;
-        let mut reply = [0u8; 7];
-        stream.read_exact(&mut reply).await?;
-        std::io::Result::Ok(&reply == b"+PONG\r\n")
-    };
+/// Whether the Redis at `addr` is process `pid`.
+async fn answers_as(addr: SocketAddr, pid: u32) -> bool {
+    let own = format!("process_id:{pid}\r\n");
     matches!(
-        tokio::time::timeout(PING_TIMEOUT, exchange).await,
-        Ok(Ok(true))
+        tokio::time::timeout(PING_TIMEOUT, info_exchange(addr, "server")).await,
+        Ok(Ok(info)) if info.contains(&own)
     )
 }
 

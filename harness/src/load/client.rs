@@ -44,10 +44,13 @@ pub enum Client {
         cap: Duration,
     },
     /// A 429 or 503 that carries `Retry-After` (delta-seconds) sent again after waiting what
-    /// it says, up to `attempts` attempts in all; anything else is not retried.
+    /// it says, up to `attempts` attempts in all; anything else is not retried, nor is an
+    /// answer telling it to wait longer than `max_wait` (the client gives up).
     HonourRetryAfter {
         #[serde(default = "default_attempts")]
         attempts: u32,
+        #[serde(default = "default_max_wait", with = "crate::duration")]
+        max_wait: Duration,
     },
     /// Google SRE's adaptive client throttling: each request is refused by the client itself
     /// with probability max(0, (requests − k × accepts) / (requests + 1)) over the last
@@ -71,6 +74,10 @@ fn default_base() -> Duration {
 
 fn default_cap() -> Duration {
     Duration::from_secs(2)
+}
+
+fn default_max_wait() -> Duration {
+    Duration::from_secs(30)
 }
 
 /// The SRE book's K: "a value of 2" lets through twice what the backend accepts.
@@ -114,10 +121,25 @@ impl Client {
                 cap,
             } => (sent < attempts && failed(outcome))
                 .then(|| backoff_ceiling(base, cap, sent).mul_f64(rng.random::<f64>())),
-            Self::HonourRetryAfter { attempts } => {
+            Self::HonourRetryAfter { attempts, max_wait } => {
                 let told = matches!(outcome, Outcome::Limited | Outcome::Unavailable);
-                retry_after.filter(|_| told && sent < attempts)
+                retry_after.filter(|wait| told && sent < attempts && *wait <= max_wait)
             }
+        }
+    }
+
+    /// The longest one request can take, its retries and their waits included, when each
+    /// attempt takes at most `timeout`.
+    pub fn longest(&self, timeout: Duration) -> Duration {
+        let chain = |attempts: u32, wait: Duration| {
+            timeout.saturating_mul(attempts.max(1))
+                + wait.saturating_mul(attempts.saturating_sub(1))
+        };
+        match *self {
+            Self::None | Self::AdaptiveThrottling { .. } => timeout,
+            Self::Retry5xx { attempts } => chain(attempts, Duration::ZERO),
+            Self::RetryBackoff { attempts, cap, .. } => chain(attempts, cap),
+            Self::HonourRetryAfter { attempts, max_wait } => chain(attempts, max_wait),
         }
     }
 
@@ -146,9 +168,10 @@ impl fmt::Display for Client {
                 f,
                 "retry-backoff ({attempts} attempts, full jitter from {base:?}, capped at {cap:?})"
             ),
-            Self::HonourRetryAfter { attempts } => {
-                write!(f, "honour-retry-after ({attempts} attempts)")
-            }
+            Self::HonourRetryAfter { attempts, max_wait } => write!(
+                f,
+                "honour-retry-after ({attempts} attempts, waits up to {max_wait:?})"
+            ),
             Self::AdaptiveThrottling { k, window } => {
                 write!(f, "adaptive-throttling (K = {k}, over {window:?})")
             }
@@ -262,9 +285,14 @@ mod tests {
 
     #[test]
     fn honour_retry_after_waits_what_it_is_told_and_only_when_told() {
-        let c = Client::HonourRetryAfter { attempts: 2 };
+        let c = Client::HonourRetryAfter {
+            attempts: 2,
+            max_wait: Duration::from_secs(30),
+        };
         let mut r = rng();
         let told = Some(Duration::from_secs(1));
+        let too_long = Some(Duration::from_secs(u64::MAX));
+        assert_eq!(c.next_wait(1, Outcome::Limited, too_long, &mut r), None);
         assert_eq!(c.next_wait(1, Outcome::Unavailable, told, &mut r), told);
         assert_eq!(c.next_wait(1, Outcome::Limited, told, &mut r), told);
         assert_eq!(c.next_wait(2, Outcome::Limited, told, &mut r), None);
@@ -285,6 +313,19 @@ mod tests {
             assert!(!c.retries());
             assert_eq!(c.next_wait(1, Outcome::ServerError, None, &mut r), None);
         }
+    }
+
+    #[test]
+    fn the_longest_request_counts_every_attempt_and_every_wait() {
+        let t = Duration::from_secs(2);
+        assert_eq!(Client::None.longest(t), t);
+        assert_eq!(Client::Retry5xx { attempts: 3 }.longest(t), 3 * t);
+        let backoff = Client::RetryBackoff {
+            attempts: 4,
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(1),
+        };
+        assert_eq!(backoff.longest(t), 4 * t + 3 * Duration::from_secs(1));
     }
 
     #[test]

@@ -344,7 +344,10 @@ struct Load {
     start: Instant,
     /// No retry starts after this.
     end: Instant,
+    /// Retries of the requests whose samples were recorded.
     retries: Arc<AtomicU64>,
+    /// No retry starts once this fires.
+    cancel: CancellationToken,
     quantum: Duration,
     request_timeout: Duration,
     recorder: Arc<dyn Recorder>,
@@ -407,6 +410,7 @@ impl Load {
             start,
             end: start + plan.duration,
             retries: Arc::new(AtomicU64::new(0)),
+            cancel: CancellationToken::new(),
             request_timeout: plan.request_timeout,
             recorder,
             tasks: TaskTracker::new(),
@@ -416,6 +420,7 @@ impl Load {
 
     async fn drive(mut self, cancel: CancellationToken) -> Result<LoadSummary, LoadError> {
         let pacer = Pacer::new().map_err(LoadError::Timer)?;
+        self.cancel = cancel.clone();
         let mut cancelled = pin!(cancel.cancelled());
         let mut due: BinaryHeap<Reverse<(Duration, usize)>> = BinaryHeap::new();
         for (i, stream) in self.streams.iter_mut().enumerate() {
@@ -466,7 +471,9 @@ impl Load {
         if was_cancelled {
             let _ = tokio::time::timeout(grace, self.tasks.wait()).await;
         } else {
-            let last = tokio::time::timeout(self.request_timeout + END_MARGIN, self.tasks.wait());
+            // A retry may start until the run's end, after the last scheduled send.
+            let deadline = self.end.max(Instant::now()) + self.request_timeout + END_MARGIN;
+            let last = tokio::time::timeout_at(deadline.into(), self.tasks.wait());
             tokio::select! {
                 _ = last => {}
                 () = &mut cancelled => {
@@ -524,9 +531,13 @@ impl Load {
         };
         self.summary.sent += 1;
 
+        let followed = &self.targets[target];
         let request = Attempts {
             prepared: Arc::clone(&self.prepared),
             members,
+            rotation: followed.rotation.clone(),
+            version: followed.version,
+            cancel: self.cancel.clone(),
             target,
             tenant,
             first_instance: instance,
@@ -541,8 +552,8 @@ impl Load {
             start: self.start,
             end: self.end,
             timeout: self.request_timeout,
-            retries: Arc::clone(&self.retries),
         };
+        let retries = Arc::clone(&self.retries);
         let recorder = Arc::clone(&self.recorder);
         let scheduled_at = self.start + offset;
         self.tasks.spawn(async move {
@@ -552,6 +563,7 @@ impl Load {
             let (outcome, attempts) = request.run().await;
             let done_at = Instant::now();
             drop(permit);
+            retries.fetch_add(u64::from(attempts - 1), Ordering::Relaxed);
             recorder.record(&Sample {
                 target,
                 tenant,
@@ -570,7 +582,12 @@ impl Load {
 /// One request and the retries its client sends after it.
 struct Attempts {
     prepared: Arc<Prepared>,
+    /// The target's members when the request was sent, read again for a retry if the
+    /// rotation has changed since (`version`).
     members: Arc<Members>,
+    rotation: Rotation,
+    version: u64,
+    cancel: CancellationToken,
     target: usize,
     tenant: usize,
     first_instance: usize,
@@ -582,23 +599,14 @@ struct Attempts {
     start: Instant,
     end: Instant,
     timeout: Duration,
-    retries: Arc<AtomicU64>,
 }
 
 impl Attempts {
     /// Sends until the client is done: the last outcome, and how many attempts were sent.
     async fn run(mut self) -> (Outcome, u32) {
         let mut sent = 0;
-        let ring = &self.members.in_rotation;
-        let first = ring
-            .iter()
-            .position(|&i| i == self.first_instance)
-            .unwrap_or(0);
         loop {
-            let instance = match self.spread {
-                Spread::Sticky => self.first_instance,
-                Spread::RoundRobin => ring[(first + sent as usize) % ring.len()],
-            };
+            let instance = self.instance(sent);
             let host = &self.members.hosts[instance];
             let request = self.prepared.request(self.target, host, self.tenant);
             let (outcome, retry_after) =
@@ -619,14 +627,34 @@ impl Attempts {
             let Some(wait) = self.client.next_wait(sent, outcome, retry_after, rng) else {
                 return (outcome, sent);
             };
-            // Past the run's end the run is over for the clients too: bounded in time.
-            if Instant::now() + wait >= self.end {
+            // Past the run's end (or once it is cancelled) the run is over for the clients
+            // too: bounded in time.
+            let Some(at) = Instant::now().checked_add(wait).filter(|at| *at < self.end) else {
+                return (outcome, sent);
+            };
+            if !wait.is_zero() {
+                tokio::time::sleep_until(at.into()).await;
+            }
+            if self.cancel.is_cancelled() {
                 return (outcome, sent);
             }
-            if !wait.is_zero() {
-                tokio::time::sleep(wait).await;
+            if self.rotation.version() != self.version {
+                self.version = self.rotation.version();
+                self.members = Arc::new(Members::read(&self.rotation, Some(&self.members)));
             }
-            self.retries.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Where attempt `sent` (0 for the first) goes: the first where the request was sent;
+    /// a retry to the next instance in rotation (round robin), or to the same one while it is
+    /// in rotation (sticky), as a balancer would.
+    fn instance(&self, sent: u32) -> usize {
+        let ring = &self.members.in_rotation;
+        let at = ring.iter().position(|&i| i == self.first_instance);
+        match (self.spread, at) {
+            (Spread::Sticky, Some(_)) => self.first_instance,
+            (Spread::Sticky, None) => ring[self.tenant % ring.len()],
+            (Spread::RoundRobin, at) => ring[(at.unwrap_or(0) + sent as usize) % ring.len()],
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The BRIEF's metric definitions, as pure functions of counts.
 //!
 //! - `allowance` = limit ÷ window × phase length
-//! - `entitled` = min(offered, allowance): what a perfect limiter admits
+//! - `entitled` = min(offered, allowance): what a perfect limiter admits (offered counts what
+//!   the tenant's client let itself send: its own adaptive throttling is not the limiter's)
 //! - over-admission = max(0, admitted − allowance) / allowance
 //! - wrongful denial = max(0, entitled − admitted) / entitled
 

@@ -83,6 +83,12 @@ impl Counts {
         self.unavailable + self.server_error
     }
 
+    /// Requests the tenant's client let itself send: what the limiter had a chance to serve
+    /// (a request the client's own throttling refused is not the limiter's refusal).
+    pub fn asked(&self) -> u64 {
+        self.offered - self.throttled
+    }
+
     /// Requests that left the client (their first attempt).
     pub fn sent(&self) -> u64 {
         self.offered - self.dropped - self.throttled
@@ -189,8 +195,9 @@ pub struct Shape {
     /// (start, end) of each phase, sorted and disjoint.
     pub phases: Vec<(Duration, Duration)>,
     pub duration: Duration,
-    /// The longest a request can stay unanswered (the request timeout).
-    pub request_timeout: Duration,
+    /// The longest a request can stay unanswered: the request timeout, or for clients that
+    /// retry, every attempt and wait of the longest chain.
+    pub longest_request: Duration,
 }
 
 impl Shape {
@@ -237,8 +244,8 @@ impl Collector {
             .collect();
         Self {
             live: (0..shape.targets).map(|_| LiveCounts::default()).collect(),
-            // The request timeout, a second for the sample's own second, one for slack.
-            hold_s: shape.request_timeout.as_secs() as usize + 2,
+            // The longest request, a second for the sample's own second, one for slack.
+            hold_s: shape.longest_request.as_secs() as usize + 2,
             shape,
             inner: Mutex::new(State { measured, open }),
         }
@@ -360,7 +367,7 @@ mod tests {
                 (Duration::from_secs(2), Duration::from_secs(3)),
             ],
             duration: Duration::from_secs(3),
-            request_timeout: Duration::from_secs(2),
+            longest_request: Duration::from_secs(2),
         });
         c.record(&sample(1, 0, 500, Outcome::Admitted));
         c.record(&sample(1, 0, 1999, Outcome::Limited));
@@ -394,7 +401,7 @@ mod tests {
             tenants: 1,
             phases: vec![(Duration::ZERO, Duration::from_secs(20))],
             duration: Duration::from_secs(20),
-            request_timeout: Duration::from_secs(2),
+            longest_request: Duration::from_secs(2),
         });
         c.record(&sample(0, 0, 1_000, Outcome::Admitted));
         c.record(&sample(0, 0, 10_000, Outcome::Admitted));

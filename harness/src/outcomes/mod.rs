@@ -42,7 +42,7 @@ impl Answers {
             limited: share(c.limited),
             unavailable: share(c.unavailable),
             server_error: share(c.server_error),
-            failed: share(c.transport_error + c.dropped),
+            failed: share(c.transport_error + c.dropped + c.throttled),
         }
     }
 }

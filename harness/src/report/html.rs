@@ -205,8 +205,9 @@ cover what ran.</p>"
     item(
         "requests",
         format!(
-            "{} scheduled, {} sent, {} dropped (in-flight bound), {} cancelled",
-            l.scheduled, l.sent, l.dropped, l.cancelled
+            "{} scheduled, {} sent, {} dropped (in-flight bound), {} cancelled, {} refused by \
+             the clients' own throttling; {} retries sent besides",
+            l.scheduled, l.sent, l.dropped, l.cancelled, l.throttled, l.retries
         ),
     )?;
     item("partial", if run.partial { "yes" } else { "no" }.to_owned())?;

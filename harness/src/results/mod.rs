@@ -50,7 +50,8 @@ pub struct TenantResult {
     pub counts: Counts,
     /// limit ÷ window × phase length (summed over tenants for `"all"`).
     pub allowance: f64,
-    /// min(offered, allowance) (summed over tenants for `"all"`).
+    /// min(offered − throttled, allowance) (summed over tenants for `"all"`): what the
+    /// client's own throttling refused is not the limiter's refusal.
     pub entitled: f64,
     /// max(0, admitted − allowance) ÷ allowance (for `"all"`: total excess ÷ total allowance).
     pub over_admission: f64,
@@ -177,7 +178,7 @@ pub struct TargetFacts {
 
 fn tenant_result(name: &str, cell: &Cell, allowance: f64, length_s: f64) -> TenantResult {
     let c = &cell.counts;
-    let entitled = derived::entitled(c.offered, allowance);
+    let entitled = derived::entitled(c.asked(), allowance);
     TenantResult {
         name: name.to_owned(),
         counts: *c,

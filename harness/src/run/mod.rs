@@ -181,7 +181,12 @@ pub async fn run(
         tenants: plan.tenants.len(),
         phases: scenario.phases.iter().map(|p| (p.start, p.end)).collect(),
         duration: scenario.duration,
-        request_timeout: scenario.request_timeout,
+        longest_request: scenario
+            .tenants
+            .iter()
+            .map(|t| t.client.longest(scenario.request_timeout))
+            .max()
+            .unwrap_or(scenario.request_timeout),
     }));
     let names: Vec<String> = plan.targets.iter().map(|t| t.name.clone()).collect();
     let events: Mutex<Vec<Vec<Event>>> = Mutex::new(vec![Vec::new(); names.len()]);
@@ -457,11 +462,11 @@ async fn play_timeline(
         .iter()
         .map(|_| tokio::task::JoinSet::new())
         .collect();
-    for at in boundaries {
+    'timeline: for at in boundaries {
         if sleep_until(start + at, stop).await {
             break;
         }
-        // A `down` (or `stall`) in the phase ending here and in the one starting here stays
+        // A `down` (or `scale`) in the phase ending here and in the one starting here stays
         // in place across the boundary.
         let starting: Vec<&Fault> = scenario
             .phases
@@ -477,6 +482,18 @@ async fn play_timeline(
             .filter(|f| f.spans_adjacent_phases() && starting.contains(f))
             .cloned()
             .collect();
+        // Instances stopped or started at this boundary take their counters with them or
+        // take seconds to be ready: the counters are read before anything changes.
+        let topology = scenario
+            .phases
+            .iter()
+            .filter(|p| p.start == at || p.end == at)
+            .any(|p| p.faults.iter().any(Fault::changes_topology));
+        let mut early = if topology {
+            Some(snapshot::take(world, http).await)
+        } else {
+            None
+        };
         for (p, phase) in scenario
             .phases
             .iter()
@@ -494,7 +511,12 @@ async fn play_timeline(
                     );
                 }
             }
-            let removed = player.remove(&phase.name, &phase.faults, &staying).await;
+            // Stopping or starting instances can take seconds: an interrupt does not wait.
+            let Some(removed) =
+                until_stopped(player.remove(&phase.name, &phase.faults, &staying), stop).await
+            else {
+                break 'timeline;
+            };
             for (t, outcome) in removed.into_iter().enumerate() {
                 let done_at = settle(
                     outcome,
@@ -513,25 +535,24 @@ async fn play_timeline(
             .phases
             .iter()
             .any(|p| p.start == at && p.faults.iter().any(Fault::silences_redis));
-        let early = if silenced {
-            Some(snapshot::take(world, http).await)
-        } else {
-            None
-        };
+        if silenced && early.is_none() {
+            early = Some(snapshot::take(world, http).await);
+        }
         for (p, phase) in scenario
             .phases
             .iter()
             .enumerate()
             .filter(|(_, p)| p.start == at)
         {
-            let applied = player
-                .apply(
-                    &phase.name,
-                    &phase.faults,
-                    &staying,
-                    phase.end - phase.start,
-                )
-                .await;
+            let apply = player.apply(
+                &phase.name,
+                &phase.faults,
+                &staying,
+                phase.end - phase.start,
+            );
+            let Some(applied) = until_stopped(apply, stop).await else {
+                break 'timeline;
+            };
             for (t, outcome) in applied.into_iter().enumerate() {
                 let done_at = settle(
                     outcome,
@@ -600,6 +621,17 @@ async fn play_timeline(
         while set.join_next().await.is_some() {}
     }
     facts
+}
+
+/// `work`, unless `stop` fires first.
+async fn until_stopped<T>(
+    work: impl std::future::Future<Output = T>,
+    stop: &CancellationToken,
+) -> Option<T> {
+    tokio::select! {
+        done = work => Some(done),
+        () = stop.cancelled() => None,
+    }
 }
 
 /// Records one target's fault outcome: its own commands counted, its reports noted as

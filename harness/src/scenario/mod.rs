@@ -98,6 +98,31 @@ fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
+/// What makes a client behaviour unusable, if anything.
+fn client_problem(client: &crate::load::Client) -> Option<String> {
+    use crate::load::Client;
+    match *client {
+        Client::Retry5xx { attempts }
+        | Client::RetryBackoff { attempts, .. }
+        | Client::HonourRetryAfter { attempts, .. }
+            if attempts == 0 =>
+        {
+            Some("attempts must be at least 1 (the first one)".into())
+        }
+        Client::RetryBackoff { base, cap, .. } if base.is_zero() || cap < base => Some(format!(
+            "a backoff's base ({base:?}) must be more than zero and its cap ({cap:?}) no less"
+        )),
+        Client::AdaptiveThrottling { k, window }
+            if !(k > 0.0 && k.is_finite()) || window.is_zero() =>
+        {
+            Some(format!(
+                "adaptive throttling needs k > 0 ({k}) and a window ({window:?})"
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// serde's message for a fault that matches no form ("did not match any variant of untagged
 /// enum Fault") names neither the type nor the key: replaced by what is wrong with the first
 /// fault that does not parse.
@@ -189,6 +214,13 @@ impl Scenario {
                     ),
                 ));
             }
+            if let Some(problem) = client_problem(&t.client) {
+                return Err(invalid(
+                    "tenants.client",
+                    whole.clone(),
+                    format!("of tenant {:?}: {problem}", t.name),
+                ));
+            }
             tenants.push(Tenant {
                 caller,
                 name: t.name,
@@ -272,6 +304,21 @@ impl Scenario {
                     format!(
                         "a flap's down ({down:?}) must be more than zero and less than its period ({period:?})"
                     ),
+                ));
+            }
+            let scales: Vec<u32> = p
+                .faults
+                .iter()
+                .filter_map(|f| match f {
+                    Fault::Scale { to, .. } => Some(*to),
+                    _ => None,
+                })
+                .collect();
+            if scales.len() > 1 || scales.contains(&0) {
+                return Err(invalid(
+                    "phases.faults",
+                    span,
+                    "at most one scale per phase, to at least 1 instance".into(),
                 ));
             }
             if !is_plain_name(&p.name) {

@@ -210,3 +210,17 @@ fn a_fault_missing_a_key_is_refused_naming_its_type_and_line() {
     assert!(e.contains("line 19"), "{e}");
     assert!(!e.contains("untagged"), "{e}");
 }
+
+#[test]
+fn a_client_that_cannot_work_is_refused_naming_the_tenant() {
+    let e = err(&MINIMAL.replace(
+        "rate = 120",
+        "rate = 120\nclient = { type = \"retry-5xx\", attempts = 0 }",
+    ));
+    assert!(e.contains("tenants.client") && e.contains("acme"), "{e}");
+    let e = err(&MINIMAL.replace(
+        "faults = [{ type = \"latency\", latency_ms = 40, jitter_ms = 10 }]",
+        "faults = [{ type = \"scale\", to = 8 }, { type = \"scale\", to = 2 }]",
+    ));
+    assert!(e.contains("at most one scale"), "{e}");
+}
