@@ -18,6 +18,12 @@ setup:
 chaos NAME *ARGS: setup build
     target/release/failmode run {{NAME}} --no-build {{ARGS}}
 
+# Run a scenario against docker-compose.yml's containers, attached with deploy/compose.toml
+# (`just compose-chaos slow-redis`): start them first with `docker compose up -d --build`.
+compose-chaos NAME *ARGS:
+    cargo build --release --quiet -p failmode
+    target/release/failmode run {{NAME}} --no-build --attach deploy/compose.toml {{ARGS}}
+
 # Run a scenario and check its gates: exit 1 if any target breaks one (`just gate slow-redis`).
 gate NAME *ARGS: setup build
     target/release/failmode run {{NAME}} --no-build --gate {{ARGS}}

@@ -5,6 +5,7 @@
 //! codes.
 
 pub mod compare;
+pub mod deployment;
 mod duration;
 pub mod faults;
 pub mod gate;

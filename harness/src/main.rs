@@ -5,9 +5,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use failmode::deployment::Deployment;
+use failmode::faults::redis_native::unpause;
+use failmode::faults::toxiproxy::Toxiproxy;
 use failmode::infra::workspace_root;
 use failmode::results::folder::timestamp;
 use failmode::run::progress::Say;
+use failmode::run::world::undo_on;
 use failmode::run::{RunError, RunOptions, run, run_in_batches};
 use failmode::scenario::{self, Scenario};
 use failmode::{compare, gate, report, targets};
@@ -45,6 +49,23 @@ enum Command {
     /// Compare a candidate with a baseline, per target × phase, deciding latency on
     /// per-second samples with a bootstrap interval: exit 0 nothing worse, 1 something worse.
     Compare(CompareArgs),
+    /// Faults on an attached deployment.
+    #[command(subcommand)]
+    Faults(FaultsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum FaultsCommand {
+    /// Remove what a run that died left on an attached deployment: its toxics (named
+    /// failmode-*) on the named proxies, a proxy it disabled, a CLIENT PAUSE on a Redis admin.
+    Reset {
+        /// The deployment file the run was attached with.
+        #[arg(long, value_name = "DEPLOYMENT.toml")]
+        attach: PathBuf,
+        /// Allow non-loopback addresses in the deployment file.
+        #[arg(long)]
+        allow_remote: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -138,6 +159,13 @@ struct RunArgs {
     /// targets at once queue for CPU and their latency becomes the machine's.
     #[arg(long)]
     batch: Option<usize>,
+    /// Start nothing: send the load and the faults to the deployment this file describes
+    /// (its instances, its Toxiproxy and proxies, optionally a Redis admin URL per target).
+    #[arg(long, value_name = "DEPLOYMENT.toml")]
+    attach: Option<PathBuf>,
+    /// With --attach: allow addresses that are not this machine's loopback.
+    #[arg(long)]
+    allow_remote: bool,
 }
 
 fn exit_code(code: u8) -> ExitCode {
@@ -245,6 +273,28 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             append_step_summary(&markdown)?;
             Ok(exit_code(comparison.exit_code()))
         }
+        Command::Faults(FaultsCommand::Reset {
+            attach,
+            allow_remote,
+        }) => {
+            let deployment = Deployment::read(&attach, allow_remote)?;
+            let toxiproxy = Toxiproxy::new(deployment.toxiproxy);
+            let proxies: Vec<String> = deployment.targets.iter().map(|t| t.proxy.clone()).collect();
+            let mut done = undo_on(&toxiproxy, &proxies).await?;
+            for t in &deployment.targets {
+                if let Some(addr) = t.redis_admin {
+                    unpause(addr).await?;
+                    done.push(format!("{}: CLIENT UNPAUSE sent to Redis {addr}", t.name));
+                }
+            }
+            if done.is_empty() {
+                println!("nothing to remove: no failmode fault was left on the deployment");
+            }
+            for line in done {
+                println!("{line}");
+            }
+            Ok(exit_code(0))
+        }
         Command::Gate(args) => {
             let gates = match &args.gates {
                 Some(path) => Some(gate::gates_from_file(path)?),
@@ -262,6 +312,21 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             if args.batch == Some(0) {
                 anyhow::bail!("--batch must be at least 1");
             }
+            let attach = match &args.attach {
+                Some(path) => {
+                    if args.batch.is_some() || args.targets.is_some() {
+                        anyhow::bail!(
+                            "--attach names the targets in its file: it cannot be combined with \
+                             --batch or --targets"
+                        );
+                    }
+                    Some(Deployment::read(path, args.allow_remote)?)
+                }
+                None if args.allow_remote => {
+                    anyhow::bail!("--allow-remote only applies with --attach")
+                }
+                None => None,
+            };
             if args.batch.is_some() && args.repeat > 1 {
                 anyhow::bail!(
                     "--batch and --repeat cannot be combined yet: run the batches once per repeat"
@@ -301,6 +366,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     },
                     // Building once is enough.
                     build: !args.no_build && k == 1,
+                    attach: attach.clone(),
                 };
                 let outcome = match args.batch {
                     Some(size) => run_in_batches(options, size, interrupt.clone(), &say).await,

@@ -36,6 +36,7 @@ async fn run_scaled(name: &str, targets: &[&str]) -> (RunResult, Vec<SeriesRow>)
             targets: Some(targets.iter().map(|t| (*t).to_owned()).collect()),
             out: Some(folder.clone()),
             build: true,
+            attach: None,
         },
         CancellationToken::new(),
         &Say::default(),

@@ -34,7 +34,7 @@ async fn world() -> World {
         .unwrap();
     let redis: SharedRedis = Arc::new(tokio::sync::Mutex::new(redis));
     let player = Player::new(api, vec!["t".into()])
-        .with_redis(vec![redis.clone()])
+        .with_redis(vec![Some(redis.clone())])
         .await;
     World {
         _dir: dir,

@@ -109,6 +109,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
             targets: None,
             out: Some(out.path().join("run")),
             build: true,
+            attach: None,
         },
         CancellationToken::new(),
         &Say::default(),
@@ -418,6 +419,7 @@ fn stub_options(ws: &Path) -> RunOptions {
         targets: None,
         out: None,
         build: false,
+        attach: None,
     }
 }
 
@@ -576,6 +578,7 @@ end = "6s"
             targets: None,
             out: Some(folder.clone()),
             build: true,
+            attach: None,
         },
         2,
         CancellationToken::new(),

@@ -59,7 +59,8 @@ async fn world(count: u32, down: bool) -> World {
     let (fleet, started) = Fleet::start(&def, launch, count, &http).await;
     started.unwrap();
     let fleet = Arc::new(fleet);
-    let player = Player::new(api, vec!["reference".into()]).with_fleets(vec![Arc::clone(&fleet)]);
+    let player =
+        Player::new(api, vec!["reference".into()]).with_fleets(vec![Some(Arc::clone(&fleet))]);
     World {
         _dir: dir,
         _toxiproxy: toxiproxy,

@@ -233,6 +233,20 @@ impl Fault {
         matches!(self, Self::Down {} | Self::Scale { .. })
     }
 
+    /// Can be played on a deployment failmode attached to: through its Toxiproxy, or a
+    /// `CLIENT PAUSE` its Redis lifts by itself. Not what needs failmode's own processes
+    /// (stopping, killing or restarting them) nor what writes to the deployment's Redis.
+    pub fn attachable(&self) -> bool {
+        matches!(
+            self,
+            Self::Down {}
+                | Self::Hang {}
+                | Self::Flap { .. }
+                | Self::Toxic(_)
+                | Self::ClientPause { .. }
+        )
+    }
+
     /// Starts or stops the target's instances.
     pub fn changes_topology(&self) -> bool {
         matches!(self, Self::Scale { .. } | Self::KillInstance { .. })

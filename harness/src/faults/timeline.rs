@@ -51,8 +51,11 @@ enum Op {
 pub struct Player {
     toxiproxy: Toxiproxy,
     proxies: Vec<String>,
-    /// Per proxy, the redis-server behind it, for the faults inside Redis.
+    /// Per proxy, failmode's own redis-server behind it, for the faults inside Redis.
     redis: Vec<Option<(SharedRedis, SocketAddr)>>,
+    /// Per proxy, the Redis behind it as `CLIENT PAUSE` reaches it: failmode's own, or an
+    /// attached deployment's.
+    redis_addrs: Vec<Option<SocketAddr>>,
     /// What `eviction` changed on each Redis, to put back at its end.
     saved_memory: Arc<std::sync::Mutex<Vec<Option<MemorySettings>>>>,
     /// Per proxy, the target's instances, for the faults in its topology.
@@ -66,6 +69,7 @@ struct Step<'a> {
     client: &'a Toxiproxy,
     proxy: &'a str,
     redis: Option<&'a (SharedRedis, SocketAddr)>,
+    redis_addr: Option<SocketAddr>,
     fleet: Option<&'a Arc<Fleet>>,
     sizes_before: &'a std::sync::Mutex<Vec<Option<usize>>>,
     saved_memory: &'a std::sync::Mutex<Vec<Option<MemorySettings>>>,
@@ -77,6 +81,11 @@ struct Step<'a> {
 impl Step<'_> {
     fn redis(&self, fault: &Fault) -> Result<&(SharedRedis, SocketAddr), FaultError> {
         self.redis
+            .ok_or_else(|| FaultError::NoRedis(fault.to_string()))
+    }
+
+    fn redis_addr(&self, fault: &Fault) -> Result<SocketAddr, FaultError> {
+        self.redis_addr
             .ok_or_else(|| FaultError::NoRedis(fault.to_string()))
     }
 
@@ -174,12 +183,12 @@ impl Step<'_> {
                 done.reports.extend(replaced);
             }
             (Fault::ClientPause { mode }, Op::Apply) => {
-                let (_, addr) = self.redis(fault)?;
-                redis_native::pause(*addr, self.length, *mode).await?;
+                let addr = self.redis_addr(fault)?;
+                redis_native::pause(addr, self.length, *mode).await?;
                 done.commands += 1;
             }
             (Fault::ClientPause { .. }, Op::Remove) => {
-                redis_native::unpause(self.redis(fault)?.1).await?;
+                redis_native::unpause(self.redis_addr(fault)?).await?;
                 done.commands += 1;
             }
             (Fault::NoisyNeighbour { keys, .. }, Op::Apply) => {
@@ -229,6 +238,7 @@ impl Player {
         let saved_memory = Arc::new(std::sync::Mutex::new(vec![None; proxies.len()]));
         Self {
             toxiproxy,
+            redis_addrs: vec![None; proxies.len()],
             fleets: vec![None; proxies.len()],
             sizes_before: Arc::new(std::sync::Mutex::new(vec![None; proxies.len()])),
             proxies,
@@ -238,19 +248,32 @@ impl Player {
     }
 
     /// Each target's instances, in the same order, for the faults in its topology.
-    pub fn with_fleets(mut self, fleets: Vec<Arc<Fleet>>) -> Self {
-        self.fleets = fleets.into_iter().map(Some).collect();
+    pub fn with_fleets(mut self, fleets: Vec<Option<Arc<Fleet>>>) -> Self {
+        self.fleets = fleets;
         self
     }
 
     /// The redis-server behind each proxy, in the same order, for the faults inside Redis.
-    pub async fn with_redis(mut self, servers: Vec<SharedRedis>) -> Self {
+    pub async fn with_redis(mut self, servers: Vec<Option<SharedRedis>>) -> Self {
         let mut redis = Vec::with_capacity(servers.len());
         for server in servers {
-            let addr = server.lock().await.addr();
-            redis.push(Some((server, addr)));
+            match server {
+                Some(server) => {
+                    let addr = server.lock().await.addr();
+                    redis.push(Some((server, addr)));
+                }
+                None => redis.push(None),
+            }
         }
+        self.redis_addrs = redis.iter().map(|r| r.as_ref().map(|(_, a)| *a)).collect();
         self.redis = redis;
+        self
+    }
+
+    /// Each target's Redis by address only (an attached deployment's): `CLIENT PAUSE`
+    /// reaches it; the faults that need failmode's own process do not.
+    pub fn with_redis_addrs(mut self, addrs: Vec<Option<SocketAddr>>) -> Self {
+        self.redis_addrs = addrs;
         self
     }
 
@@ -295,6 +318,7 @@ impl Player {
                         client: &player.toxiproxy,
                         proxy: &player.proxies[slot],
                         redis: player.redis.get(slot).and_then(Option::as_ref),
+                        redis_addr: player.redis_addrs.get(slot).copied().flatten(),
                         fleet: player.fleets.get(slot).and_then(Option::as_ref),
                         sizes_before: &player.sizes_before,
                         saved_memory: &player.saved_memory,

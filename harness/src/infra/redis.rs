@@ -140,18 +140,23 @@ impl RedisServer {
 
     /// `INFO <section>` (e.g. `commandstats`): the bulk string Redis returns, within 1 s.
     pub async fn info(&self, section: &str) -> Result<String, InfraError> {
-        let command = format!("INFO {section}");
-        let error = |detail: String| InfraError::Command {
-            name: self.name.clone(),
-            addr: self.addr,
-            command: command.clone(),
-            detail,
-        };
-        match tokio::time::timeout(INFO_TIMEOUT, info_exchange(self.addr, section)).await {
-            Ok(Ok(text)) => Ok(text),
-            Ok(Err(detail)) => Err(error(detail)),
-            Err(_) => Err(error(format!("no answer within {INFO_TIMEOUT:?}"))),
-        }
+        info_at(&self.name, self.addr, section).await
+    }
+}
+
+/// `INFO <section>` of the Redis at `addr` (called `name` in errors), within 1 s.
+pub async fn info_at(name: &str, addr: SocketAddr, section: &str) -> Result<String, InfraError> {
+    let command = format!("INFO {section}");
+    let error = |detail: String| InfraError::Command {
+        name: name.to_owned(),
+        addr,
+        command: command.clone(),
+        detail,
+    };
+    match tokio::time::timeout(INFO_TIMEOUT, info_exchange(addr, section)).await {
+        Ok(Ok(text)) => Ok(text),
+        Ok(Err(detail)) => Err(error(detail)),
+        Err(_) => Err(error(format!("no answer within {INFO_TIMEOUT:?}"))),
     }
 }
 

@@ -55,6 +55,23 @@ pub enum RunError {
     InterruptedBeforeLoad(PathBuf),
     #[error("cannot join the batches' results: {0}")]
     Join(#[from] results::batches::JoinError),
+    #[error(transparent)]
+    Deployment(#[from] crate::deployment::DeploymentError),
+    #[error(
+        "phase {phase:?}'s fault `{fault}` cannot be played on an attached deployment: only \
+         faults through its Toxiproxy (down, hang, flap, toxics) and client-pause are; \
+         the others stop, kill or restart failmode's own processes or write to the Redis"
+    )]
+    NotAttachable { phase: String, fault: String },
+    #[error(
+        "attached proxy {proxy:?} {problem}: run `failmode faults reset --attach {deployment}` \
+         (or fix it) first"
+    )]
+    ProxyNotClean {
+        proxy: String,
+        problem: String,
+        deployment: PathBuf,
+    },
 }
 
 /// What `failmode run` was asked.
@@ -73,6 +90,9 @@ pub struct RunOptions {
     pub out: Option<PathBuf>,
     /// Runs the manifests' build commands first.
     pub build: bool,
+    /// Attach to this deployment instead of starting one: its targets replace the
+    /// scenario's.
+    pub attach: Option<crate::deployment::Deployment>,
 }
 
 /// A finished (or interrupted) run.
@@ -120,19 +140,43 @@ pub async fn run(
     // Read before anything runs: the tree as it was built, not as it is edited meanwhile.
     let revision = git_revision(&opts.root);
     let all = manifest::discover(&opts.root.join("targets"))?;
-    let names: Vec<String> = opts
-        .targets
-        .clone()
-        .unwrap_or_else(|| scenario.targets.iter().map(|t| t.name.clone()).collect());
+    let names: Vec<String> = match &opts.attach {
+        Some(deployment) => deployment.targets.iter().map(|t| t.name.clone()).collect(),
+        None => opts
+            .targets
+            .clone()
+            .unwrap_or_else(|| scenario.targets.iter().map(|t| t.name.clone()).collect()),
+    };
     let defs = manifest::select(&all, &names)?;
-    required(
-        "redis-server",
-        "run `just setup` (installs Debian's redis-server package)",
-    )?;
-    required(
-        "toxiproxy-server",
-        "run `just setup` (go install of github.com/Shopify/toxiproxy/v2/cmd/server, pinned, into .tools/bin)",
-    )?;
+    if let Some(deployment) = &opts.attach {
+        // Refused before anything is sent: a fault the deployment cannot take.
+        for phase in &scenario.phases {
+            if let Some(fault) = phase.faults.iter().find(|f| !f.attachable()) {
+                return Err(RunError::NotAttachable {
+                    phase: phase.name.clone(),
+                    fault: fault.to_string(),
+                });
+            }
+        }
+        say.line("attached: failmode starts nothing; it will touch only this:");
+        for line in deployment.describe() {
+            say.line(&format!("  {line}"));
+        }
+        say.line(&format!(
+            "if this run dies before it ends, remove what it left with: failmode faults reset \
+             --attach {}",
+            deployment.path.display()
+        ));
+    } else {
+        required(
+            "redis-server",
+            "run `just setup` (installs Debian's redis-server package)",
+        )?;
+        required(
+            "toxiproxy-server",
+            "run `just setup` (go install of github.com/Shopify/toxiproxy/v2/cmd/server, pinned, into .tools/bin)",
+        )?;
+    }
 
     let started_at = SystemTime::now();
     let folder = RunFolder::create(
@@ -145,14 +189,19 @@ pub async fn run(
         path: opts.results_root.clone(),
         source,
     })?;
-    if opts.build {
+    if opts.build && opts.attach.is_none() {
         say.line("building targets");
         targets::build(&defs, &opts.root).await?;
     }
     let logs = folder.logs();
     let started = tokio::select! {
         _ = interrupt.cancelled() => None,
-        w = World::start(&scenario, &defs, &opts.root, &logs, |m| say.line(m)) => Some(w),
+        w = async {
+            match &opts.attach {
+                Some(deployment) => World::attach(deployment, &defs).await,
+                None => World::start(&scenario, &defs, &opts.root, &logs, |m| say.line(m)).await,
+            }
+        } => Some(w),
     };
     let Some(world) = started else {
         return Err(RunError::InterruptedBeforeLoad(logs));
@@ -165,7 +214,7 @@ pub async fn run(
             .iter()
             .map(|t| TargetPlan {
                 name: t.def.name.clone(),
-                instances: t.fleet.rotation(),
+                instances: t.rotation.clone(),
                 path: t.def.request_path.clone(),
                 caller_header: t.def.caller_header.clone(),
             })
@@ -222,7 +271,15 @@ pub async fn run(
         progress::show(say, &scenario, &names, &collector, start, done.clone()),
     );
     let ran_for = start.elapsed();
-    let instance_counts: Vec<u32> = world.targets.iter().map(|t| t.fleet.configured()).collect();
+    let instance_counts: Vec<u32> = world
+        .targets
+        .iter()
+        .map(|t| {
+            t.fleet
+                .as_ref()
+                .map_or(t.rotation.len() as u32, |f| f.configured())
+        })
+        .collect();
     world.stop().await;
     let (summary, load_error) = match summary {
         Ok(summary) => (summary, None),
@@ -232,6 +289,7 @@ pub async fn run(
 
     let measured = collector.snapshot();
     let events = events.into_inner().unwrap_or_else(|e| e.into_inner());
+    let attached = opts.attach.is_some();
     let facts: Vec<TargetFacts> = defs
         .iter()
         .zip(&instance_counts)
@@ -240,8 +298,17 @@ pub async fn run(
             name: def.name.clone(),
             description: def.description.clone(),
             instances,
-            command: def.command.clone(),
-            env: def.env.clone(),
+            // Attached: not started by failmode, so not with the manifest's settings.
+            command: if attached {
+                Vec::new()
+            } else {
+                def.command.clone()
+            },
+            env: if attached {
+                Default::default()
+            } else {
+                def.env.clone()
+            },
             events: events[t].clone(),
             phases: phase_facts
                 .iter()
@@ -250,6 +317,13 @@ pub async fn run(
         })
         .collect();
     let mut notes = Vec::new();
+    if let Some(deployment) = &opts.attach {
+        notes.push(format!(
+            "attached to the deployment in {}: nothing was started, its targets' settings are \
+             its own",
+            deployment.path.display()
+        ));
+    }
     if let Some(e) = &load_error {
         notes.push(format!("the load generator failed: {e}"));
     }
@@ -435,7 +509,8 @@ async fn play_timeline(
     )
     .with_redis(world.targets.iter().map(|t| t.redis.clone()).collect())
     .await
-    .with_fleets(world.targets.iter().map(|t| Arc::clone(&t.fleet)).collect());
+    .with_redis_addrs(world.targets.iter().map(|t| t.redis_addr).collect())
+    .with_fleets(world.targets.iter().map(|t| t.fleet.clone()).collect());
     let n = world.targets.len();
     let mut facts = vec![vec![PhaseFacts::default(); n]; scenario.phases.len()];
     // Commands the faults sent to each Redis themselves, per phase, left out of the target's.
@@ -691,36 +766,43 @@ async fn watch_children(
         for (t, target) in world.targets.iter().enumerate() {
             // Judged with the instance list held: `scale` and `kill-instance` take an
             // instance off it before they stop it, so what they end is not a death.
-            let mut children: Vec<(u32, String, PathBuf, Option<String>)> =
-                target.fleet.inspect(|instances| {
-                    instances
-                        .iter()
-                        .map(|i| {
-                            let pid = i.process.pid();
-                            let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
-                            (
-                                pid,
-                                format!("instance {}", i.index),
-                                i.process.log_path().to_owned(),
-                                how,
-                            )
-                        })
-                        .collect()
-                });
+            // An attached deployment's processes are not failmode's children.
+            let mut children: Vec<(u32, String, PathBuf, Option<String>)> = target
+                .fleet
+                .as_ref()
+                .map(|fleet| {
+                    fleet.inspect(|instances| {
+                        instances
+                            .iter()
+                            .map(|i| {
+                                let pid = i.process.pid();
+                                let how =
+                                    (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
+                                (
+                                    pid,
+                                    format!("instance {}", i.index),
+                                    i.process.log_path().to_owned(),
+                                    how,
+                                )
+                            })
+                            .collect()
+                    })
+                })
+                .unwrap_or_default();
             // Judged under its lock: a `redis-restart` replaces the process while holding it,
             // and the one it killed is not a death. Skipped for a tick while it does.
-            if let Ok(redis) = target.redis.try_lock() {
+            if let Some(Ok(redis)) = target.redis.as_ref().map(|r| r.try_lock()) {
                 let pid = redis.pid();
                 let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
                 children.push((pid, "redis-server".into(), redis.log_path().to_owned(), how));
             }
-            if t == 0 {
-                let pid = world.toxiproxy_server.pid();
+            if let (0, Some(server)) = (t, &world.toxiproxy_server) {
+                let pid = server.pid();
                 let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
                 children.push((
                     pid,
                     "toxiproxy-server (every target's faults and proxies)".into(),
-                    world.toxiproxy_server.log_path().to_owned(),
+                    server.log_path().to_owned(),
                     how,
                 ));
             }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 
 use super::world::{TargetWorld, World};
+use crate::infra::redis::info_at;
 use crate::targets::sum_counter;
 
 /// Longer than a healthy answer by far; short enough not to blur a phase boundary.
@@ -64,9 +65,9 @@ async fn fallbacks(t: &TargetWorld, http: &reqwest::Client) -> Option<Vec<(u32, 
     let (Some(path), Some(counter)) = (&t.def.metrics_path, &t.def.fallback_counter) else {
         return None;
     };
-    let answers = join_all(t.fleet.running().into_iter().map(|i| async move {
+    let answers = join_all(t.instances().into_iter().map(|(key, addr)| async move {
         let response = http
-            .get(format!("http://{}{path}", i.addr))
+            .get(format!("http://{addr}{path}"))
             .timeout(READ_TIMEOUT)
             .send()
             .await
@@ -75,7 +76,7 @@ async fn fallbacks(t: &TargetWorld, http: &reqwest::Client) -> Option<Vec<(u32, 
             .text()
             .await
             .ok()
-            .map(|body| (i.pid, sum_counter(&body, counter)))
+            .map(|body| (key, sum_counter(&body, counter)))
     }))
     .await;
     answers.into_iter().collect()
@@ -83,9 +84,16 @@ async fn fallbacks(t: &TargetWorld, http: &reqwest::Client) -> Option<Vec<(u32, 
 
 pub(super) async fn take(world: &World, http: &reqwest::Client) -> Reading {
     let per_target = join_all(world.targets.iter().map(|t| async move {
-        let stats = async { t.redis.lock().await.info("commandstats").await };
+        let stats = async {
+            match (&t.redis, t.redis_addr) {
+                // Under its lock: a `redis-restart` is not read half-way.
+                (Some(redis), _) => redis.lock().await.info("commandstats").await.ok(),
+                (None, Some(addr)) => info_at(&t.proxy, addr, "commandstats").await.ok(),
+                (None, None) => None,
+            }
+        };
         let (fallbacks, stats) = tokio::join!(fallbacks(t, http), stats);
-        (fallbacks, stats.ok().map(|s| commands_executed(&s)))
+        (fallbacks, stats.map(|s| commands_executed(&s)))
     }))
     .await;
     let (fallbacks, store_commands) = per_target.into_iter().unzip();

@@ -1,6 +1,7 @@
 //! The world one run builds, per target and isolated from the others: its own redis-server,
 //! its own Toxiproxy proxy in front of it, and N instances whose `REDIS_URL` points at the
-//! proxy. One Toxiproxy server serves every proxy.
+//! proxy. One Toxiproxy server serves every proxy. Or, attached (`--attach`), a deployment
+//! that already runs: nothing started, and at the end only what the run itself did is undone.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -9,9 +10,11 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
+use crate::deployment::Deployment;
 use crate::faults::timeline::SharedRedis;
 use crate::faults::toxiproxy::{Toxiproxy, ToxiproxyError};
 use crate::infra::{RedisServer, ToxiproxyServer};
+use crate::load::Rotation;
 use crate::scenario::Scenario;
 use crate::targets::{Fleet, FleetLaunch, TargetDef};
 
@@ -44,20 +47,44 @@ async fn warm_up(def: &TargetDef, fleet: &Fleet, http: &reqwest::Client) {
 #[derive(Debug)]
 pub struct TargetWorld {
     pub def: TargetDef,
-    /// Shared with the fault player: `redis-restart` replaces its process.
-    pub redis: SharedRedis,
-    /// The proxy's name in Toxiproxy (the target's name).
+    /// failmode's own redis-server, shared with the fault player (`redis-restart` replaces
+    /// its process); none when attached.
+    pub redis: Option<SharedRedis>,
+    /// Where `INFO` and the faults inside Redis go: the own server, or the deployment's
+    /// Redis admin URL.
+    pub redis_addr: Option<SocketAddr>,
+    /// The proxy's name in Toxiproxy.
     pub proxy: String,
-    pub proxy_addr: SocketAddr,
-    /// Its instances; `scale` and `kill-instance` change them.
-    pub fleet: Arc<Fleet>,
+    /// Its instances as failmode started them (`scale` and `kill-instance` change them);
+    /// none when attached.
+    pub fleet: Option<Arc<Fleet>>,
+    /// What the load generator's balancer follows.
+    pub rotation: Rotation,
 }
 
-/// Everything started for a run. Dropping it kills every child's process group; `stop` is
-/// the orderly way.
+impl TargetWorld {
+    /// The instances running now, keyed by something that changes when a process is
+    /// replaced (its pid; its index when attached).
+    pub fn instances(&self) -> Vec<(u32, SocketAddr)> {
+        match &self.fleet {
+            Some(fleet) => fleet.running().iter().map(|i| (i.pid, i.addr)).collect(),
+            None => self
+                .rotation
+                .members()
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (i as u32, m.addr))
+                .collect(),
+        }
+    }
+}
+
+/// Everything started for a run (or attached to). Dropping it kills every child's process
+/// group; `stop` is the orderly way.
 #[derive(Debug)]
 pub struct World {
-    pub toxiproxy_server: ToxiproxyServer,
+    /// None when attached.
+    pub toxiproxy_server: Option<ToxiproxyServer>,
     pub toxiproxy: Toxiproxy,
     pub targets: Vec<TargetWorld>,
 }
@@ -75,7 +102,7 @@ impl World {
         let toxiproxy_server = ToxiproxyServer::start_seeded(log_dir, scenario.seed as i64).await?;
         let toxiproxy = Toxiproxy::new(toxiproxy_server.api_addr());
         let mut world = Self {
-            toxiproxy_server,
+            toxiproxy_server: Some(toxiproxy_server),
             toxiproxy,
             targets: Vec::new(),
         };
@@ -117,10 +144,11 @@ impl World {
             // Kept even when an instance failed to start, so the world stops the others.
             world.targets.push(TargetWorld {
                 def: def.clone(),
-                redis: Arc::new(tokio::sync::Mutex::new(redis)),
+                redis_addr: Some(redis.addr()),
+                redis: Some(Arc::new(tokio::sync::Mutex::new(redis))),
                 proxy: def.name.clone(),
-                proxy_addr,
-                fleet: Arc::clone(&fleet),
+                rotation: fleet.rotation(),
+                fleet: Some(Arc::clone(&fleet)),
             });
             started?;
             warm_up(def, &fleet, &http).await;
@@ -128,21 +156,108 @@ impl World {
         Ok(world)
     }
 
+    /// Attaches to a deployment that already runs: its Toxiproxy must answer and know every
+    /// proxy named, and each target must be a known manifest.
+    pub async fn attach(deployment: &Deployment, defs: &[TargetDef]) -> Result<Self, RunError> {
+        let toxiproxy = Toxiproxy::new(deployment.toxiproxy);
+        let mut targets = Vec::new();
+        for (t, def) in deployment.targets.iter().zip(defs) {
+            // Checked before any traffic: a proxy that is not there is a typo, and one a dead
+            // run left broken would be "restored" to broken at this run's end.
+            let proxy = toxiproxy.proxy(&t.proxy).await?;
+            let left: Vec<&str> = proxy
+                .toxics
+                .iter()
+                .map(|x| x.name.as_str())
+                .filter(|n| n.starts_with("failmode-"))
+                .collect();
+            let problem = if !proxy.enabled {
+                Some("is disabled".to_owned())
+            } else if !left.is_empty() {
+                Some(format!(
+                    "has toxics a failmode run left: {}",
+                    left.join(", ")
+                ))
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(RunError::ProxyNotClean {
+                    proxy: t.proxy.clone(),
+                    problem,
+                    deployment: deployment.path.clone(),
+                });
+            }
+            targets.push(TargetWorld {
+                def: def.clone(),
+                redis: None,
+                redis_addr: t.redis_admin,
+                proxy: t.proxy.clone(),
+                fleet: None,
+                rotation: Rotation::new(t.instances.iter().copied()),
+            });
+        }
+        Ok(Self {
+            toxiproxy_server: None,
+            toxiproxy,
+            targets,
+        })
+    }
+
     /// Removes every fault, then stops every instance and Redis server (all at once, each
-    /// with its grace) and Toxiproxy last.
+    /// with its grace) and Toxiproxy last. Attached, it removes only what a run does: its
+    /// toxics (named `failmode-*`) and a disabled proxy, on the deployment's proxies.
     pub async fn stop(mut self) {
+        if self.toxiproxy_server.is_none() {
+            let proxies: Vec<String> = self.targets.iter().map(|t| t.proxy.clone()).collect();
+            if let Err(e) = undo_on(&self.toxiproxy, &proxies).await {
+                tracing::warn!(error = %e, "could not undo the run's faults on the deployment");
+            }
+            return;
+        }
         if let Err(e) = self.toxiproxy.reset().await {
             tracing::warn!(error = %e, "could not reset Toxiproxy");
         }
         // A run interrupted during a `stall` leaves Redis stopped, deaf to SIGTERM.
         for t in &self.targets {
-            let _ = t.redis.lock().await.resume();
+            if let Some(redis) = &t.redis {
+                let _ = redis.lock().await.resume();
+            }
         }
         join_all(self.targets.iter_mut().map(|t| async move {
-            t.fleet.stop().await;
-            let _ = t.redis.lock().await.stop().await;
+            if let Some(fleet) = &t.fleet {
+                fleet.stop().await;
+            }
+            if let Some(redis) = &t.redis {
+                let _ = redis.lock().await.stop().await;
+            }
         }))
         .await;
-        let _ = self.toxiproxy_server.stop().await;
+        if let Some(server) = self.toxiproxy_server.as_mut() {
+            let _ = server.stop().await;
+        }
     }
+}
+
+/// What a run may have left on `proxies` of a deployment's Toxiproxy, undone: its toxics
+/// (named `failmode-*`) removed and the proxies enabled. Others' toxics stay. Returns what it
+/// did, one line per change.
+pub async fn undo_on(toxiproxy: &Toxiproxy, proxies: &[String]) -> Result<Vec<String>, RunError> {
+    let mut done = Vec::new();
+    for name in proxies {
+        let proxy = toxiproxy.proxy(name).await?;
+        for toxic in proxy
+            .toxics
+            .iter()
+            .filter(|t| t.name.starts_with("failmode-"))
+        {
+            toxiproxy.remove_toxic(name, &toxic.name).await?;
+            done.push(format!("{name}: toxic {} removed", toxic.name));
+        }
+        if !proxy.enabled {
+            toxiproxy.set_enabled(name, true).await?;
+            done.push(format!("{name}: enabled again"));
+        }
+    }
+    Ok(done)
 }

@@ -1,0 +1,234 @@
+//! `--attach`: a deployment started by hand on loopback (a redis-server, a Toxiproxy with a
+//! proxy in front of it, two reference instances), which failmode runs a scenario against
+//! without starting or stopping anything, and leaves as it found it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use failmode::deployment::Deployment;
+use failmode::faults::toxiproxy::{Toxic, ToxicKind, Toxiproxy};
+use failmode::infra::{RedisServer, ToxiproxyServer};
+use failmode::run::progress::Say;
+use failmode::run::world::undo_on;
+use failmode::run::{RunError, RunOptions, run};
+use failmode::scenario::Scenario;
+use failmode::targets::{self, Instance, Launch};
+use support::workspace;
+use tokio_util::sync::CancellationToken;
+
+/// Everything the "deployment" runs, started as its operator would, not by failmode.
+struct ByHand {
+    dir: tempfile::TempDir,
+    redis: RedisServer,
+    _toxiproxy: ToxiproxyServer,
+    api: Toxiproxy,
+    instances: Vec<Instance>,
+    deployment: Deployment,
+}
+
+async fn by_hand() -> ByHand {
+    let all = targets::manifest::discover(&workspace().join("targets")).unwrap();
+    let defs = targets::manifest::select(&all, &["reference".to_owned()]).unwrap();
+    targets::build(&defs, &workspace()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let redis = RedisServer::start("redis-deployed", dir.path())
+        .await
+        .unwrap();
+    let toxiproxy = ToxiproxyServer::start(dir.path()).await.unwrap();
+    let api = Toxiproxy::new(toxiproxy.api_addr());
+    let proxy = api
+        .create_proxy(
+            "deployed-redis",
+            "127.0.0.1:0".parse().unwrap(),
+            redis.addr(),
+        )
+        .await
+        .unwrap();
+    let launch = Launch {
+        root: &workspace(),
+        log_dir: dir.path(),
+        redis_url: &format!("redis://{}", proxy.listen_addr().unwrap()),
+        instance_count: 2,
+        limit: 50.0,
+        window: Duration::from_secs(1),
+    };
+    let http = reqwest::Client::new();
+    let mut instances = Vec::new();
+    for i in 0..2 {
+        instances.push(
+            targets::start_instance(&defs[0], i, &launch, &http)
+                .await
+                .unwrap(),
+        );
+    }
+    let text = format!(
+        "toxiproxy = \"http://{}\"\n\n[[targets]]\nname = \"reference\"\ninstances = [{}]\n\
+         proxy = \"deployed-redis\"\nredis_admin = \"redis://{}\"\n",
+        toxiproxy.api_addr(),
+        instances
+            .iter()
+            .map(|i| format!("\"http://{}\"", i.addr))
+            .collect::<Vec<_>>()
+            .join(", "),
+        redis.addr()
+    );
+    let path = dir.path().join("deployment.toml");
+    std::fs::write(&path, &text).unwrap();
+    let deployment = Deployment::read(&path, false).unwrap();
+    ByHand {
+        dir,
+        redis,
+        _toxiproxy: toxiproxy,
+        api,
+        instances,
+        deployment,
+    }
+}
+
+const SCENARIO: &str = r#"
+name = "attached-cut"
+[policy]
+limit = 50
+window = "1s"
+[[tenants]]
+name = "acme"
+rate = 120
+[[tenants]]
+name = "globex"
+rate = 20
+[[targets]]
+name = "fail-open"
+[[phases]]
+name = "steady"
+start = "0s"
+end = "2s"
+[[phases]]
+name = "fault"
+start = "2s"
+end = "5s"
+faults = [{ type = "down" }, { type = "latency", latency_ms = 5 }]
+[[phases]]
+name = "recovery"
+start = "5s"
+end = "7s"
+"#;
+
+fn options(scenario: &str, d: &ByHand, out: &std::path::Path) -> RunOptions {
+    RunOptions {
+        root: workspace(),
+        results_root: out.to_owned(),
+        scenario: Scenario::parse(scenario, "attached.toml").unwrap(),
+        duration_scale: 1.0,
+        targets: None,
+        out: Some(out.join("run")),
+        build: true,
+        attach: Some(d.deployment.clone()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attached_run_drives_the_deployment_and_leaves_it_as_it_was() {
+    let mut d = by_hand().await;
+    let pids: Vec<u32> = d.instances.iter().map(|i| i.process.pid()).collect();
+    let redis_pid = d.redis.pid();
+    let out = tempfile::tempdir().unwrap();
+    let outcome = run(
+        options(SCENARIO, &d, out.path()),
+        CancellationToken::new(),
+        &Say::default(),
+    )
+    .await
+    .unwrap();
+    let r = outcome.result;
+    // The deployment's targets, not the scenario's.
+    assert_eq!(r.targets.len(), 1);
+    let t = &r.targets[0];
+    assert_eq!((t.name.as_str(), t.instances), ("reference", 2));
+    assert!(t.events.is_empty(), "{:?}", t.events);
+    let fault = &t.phases[1];
+    assert!(fault.faults_applied_at_s.is_some() && fault.faults_removed_at_s.is_some());
+    // Its Redis cut through its own proxy: the reference decided locally, each of the two
+    // instances giving acme half the limit.
+    assert!(fault.fallbacks.unwrap() > 100.0, "{fault:?}");
+    let acme = &fault.tenants[0];
+    assert!(
+        (40.0..=52.0).contains(&acme.admitted_per_s),
+        "local share of 2: {acme:?}"
+    );
+    // INFO through the admin URL: the commands of the phases with Redis reachable.
+    assert!(t.phases[0].store_commands.unwrap() > 100);
+    assert_eq!(fault.store_commands, Some(0));
+
+    // Nothing started or stopped, the proxy as it was: enabled, no toxic.
+    for (i, pid) in d.instances.iter_mut().zip(pids) {
+        assert_eq!(i.process.pid(), pid);
+        assert!(
+            i.process.try_exit().is_none(),
+            "instance {} still runs",
+            i.index
+        );
+    }
+    assert_eq!(d.redis.pid(), redis_pid);
+    let proxy = d.api.proxy("deployed-redis").await.unwrap();
+    assert!(proxy.enabled && proxy.toxics.is_empty(), "{proxy:?}");
+    drop(d.dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_the_deployment_cannot_take_or_a_proxy_a_dead_run_left_is_refused_before_any_load()
+{
+    let d = by_hand().await;
+    let out = tempfile::tempdir().unwrap();
+    let stall = SCENARIO.replace(
+        r#"faults = [{ type = "down" }, { type = "latency", latency_ms = 5 }]"#,
+        r#"faults = [{ type = "stall" }]"#,
+    );
+    let e = run(
+        options(&stall, &d, out.path()),
+        CancellationToken::new(),
+        &Say::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, RunError::NotAttachable { .. }), "{e}");
+    assert!(e.to_string().contains("stall"), "{e}");
+
+    // What a dead run leaves: its toxic and the proxy down, beside a toxic of someone else's.
+    let latency = ToxicKind::Latency {
+        latency_ms: 100,
+        jitter_ms: 0,
+    };
+    d.api
+        .add_toxic("deployed-redis", &Toxic::new("failmode-fault-0", latency))
+        .await
+        .unwrap();
+    d.api
+        .add_toxic("deployed-redis", &Toxic::new("theirs", latency))
+        .await
+        .unwrap();
+    d.api.set_enabled("deployed-redis", false).await.unwrap();
+    let e = run(
+        options(SCENARIO, &d, out.path()),
+        CancellationToken::new(),
+        &Say::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("faults reset --attach") && e.to_string().contains("disabled"),
+        "{e}"
+    );
+
+    // `failmode faults reset --attach` removes what was failmode's and only that.
+    let done = undo_on(&d.api, &["deployed-redis".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 2, "{done:?}");
+    let proxy = d.api.proxy("deployed-redis").await.unwrap();
+    assert!(proxy.enabled);
+    let names: Vec<&str> = proxy.toxics.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["theirs"]);
+}
