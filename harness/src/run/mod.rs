@@ -42,18 +42,20 @@ pub enum RunError {
     Target(#[from] TargetError),
     #[error(transparent)]
     Infra(#[from] InfraError),
-    #[error("toxiproxy: {0}")]
+    // Transparent: its message names Toxiproxy and its address already, and the CLI prints
+    // an error's sources after it.
+    #[error(transparent)]
     Toxiproxy(#[from] ToxiproxyError),
     #[error("cannot write the results folder {path}: {source}")]
     Results {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("the load generator failed: {0}")]
+    #[error("the load generator failed")]
     Load(#[from] load::LoadError),
     #[error("interrupted before any load was sent; everything started was stopped (logs in {0})")]
     InterruptedBeforeLoad(PathBuf),
-    #[error("cannot join the batches' results: {0}")]
+    #[error("cannot join the batches' results")]
     Join(#[from] results::batches::JoinError),
     #[error(transparent)]
     Deployment(#[from] crate::deployment::DeploymentError),
