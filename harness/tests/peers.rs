@@ -362,26 +362,23 @@ async fn fastify_rate_limit_answers_500_during_a_cut_unless_it_skips_on_error() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flask_limiter_answers_500_during_a_cut_unless_it_swallows_errors_or_falls_back_to_memory()
 {
-    let (r, _out) = run_healthy_then(
-        &[
-            "flask-limiter",
-            "flask-limiter-swallow",
-            "flask-limiter-fallback",
-        ],
-        CUT,
-    )
-    .await;
+    // One variant per run: twelve gunicorn instances at once (three variants of four) on 2
+    // cores pushed 2–9 % of healthy-Redis calls past flask-limiter's 20 ms socket timeout in
+    // CI, which measures the machine, not the library.
+    let (r, _out) = run_healthy_then(&["flask-limiter"], CUT).await;
     answers_500_in_the_fault(
         &r,
         "flask-limiter",
         "by default the storage error propagates to a 500",
     );
+    let (r, _out) = run_healthy_then(&["flask-limiter-swallow"], CUT).await;
     admits_everything_in_the_fault(
         &r,
         "flask-limiter-swallow",
         "swallow_errors admits everything",
     );
     // The same limit in memory on each of 4 instances: 4 × 50/s, so acme's 120/s all pass.
+    let (r, _out) = run_healthy_then(&["flask-limiter-fallback"], CUT).await;
     admits_everything_in_the_fault(
         &r,
         "flask-limiter-fallback",
