@@ -232,6 +232,18 @@ impl Step<'_> {
     }
 }
 
+/// The per-target outcomes of `tasks`, in target order (a task that panicked reports none).
+async fn in_slot_order(mut tasks: JoinSet<(usize, Outcome)>) -> Vec<(usize, Outcome)> {
+    let mut outcomes = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok(outcome) = joined {
+            outcomes.push(outcome);
+        }
+    }
+    outcomes.sort_by_key(|(slot, _)| *slot);
+    outcomes
+}
+
 impl Player {
     pub fn new(toxiproxy: Toxiproxy, proxies: Vec<String>) -> Self {
         let redis = vec![None; proxies.len()];
@@ -404,14 +416,7 @@ impl Player {
                 (slot, outcome.map(|()| done))
             });
         }
-        let mut outcomes = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            if let Ok(outcome) = joined {
-                outcomes.push(outcome);
-            }
-        }
-        outcomes.sort_by_key(|(slot, _)| *slot);
-        outcomes
+        in_slot_order(tasks).await
     }
 
     /// Starts an instance in place of the killed one on every target at `at`, unless the
@@ -446,14 +451,7 @@ impl Player {
                 (slot, outcome)
             });
         }
-        let mut outcomes = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            if let Ok(outcome) = joined {
-                outcomes.push(outcome);
-            }
-        }
-        outcomes.sort_by_key(|(slot, _)| *slot);
-        outcomes
+        in_slot_order(tasks).await
     }
 
     /// Cuts every proxy for `down` at the start of each `period` from `from` (the phase's
