@@ -3,16 +3,19 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::SystemTime;
 
 use clap::{Parser, Subcommand};
 use failmode::deployment::Deployment;
 use failmode::faults::redis_native::unpause;
 use failmode::faults::toxiproxy::Toxiproxy;
 use failmode::infra::workspace_root;
+use failmode::load::Share;
 use failmode::results::folder::timestamp;
+use failmode::results::{RunResult, Worker};
 use failmode::run::progress::Say;
 use failmode::run::world::undo_on;
-use failmode::run::{RunError, RunOptions, run, run_in_batches};
+use failmode::run::{RunError, RunOptions, parse_start_at, run, run_in_batches};
 use failmode::scenario::{self, Scenario};
 use failmode::{compare, gate, report, targets};
 use tokio_util::sync::CancellationToken;
@@ -52,6 +55,35 @@ enum Command {
     /// Faults on an attached deployment.
     #[command(subcommand)]
     Faults(FaultsCommand),
+    /// Merge the results folders of workers that sent one run's load together (`run --worker
+    /// K/N`) into one results folder: counts summed, histograms added, series aligned.
+    Merge {
+        /// The workers' results folders (and `faults play`'s, if one played the faults).
+        #[arg(required = true)]
+        folders: Vec<PathBuf>,
+        /// Write the merged results here instead of results/<scenario>/<timestamp>-merged/.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// How several processes share one run: `--worker K/N --start-at TIME`.
+#[derive(Debug, clap::Args)]
+struct WorkerArgs {
+    /// Send only this share of every tenant's schedule: arrival i when i mod N = K - 1 (the
+    /// same seed gives every worker the same split). Needs --attach and --start-at. Worker 1
+    /// plays the faults unless --no-faults.
+    #[arg(long, value_name = "K/N")]
+    worker: Option<Share>,
+    /// When every worker starts its timeline: an RFC 3339 time (2026-11-30T20:00:00Z) or
+    /// seconds since the Unix epoch. The same for all workers, far enough ahead for each to
+    /// be attached and ready.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
+    start_at: Option<SystemTime>,
+    /// This worker does not play the faults (another process does: worker 1, or `failmode
+    /// faults play`).
+    #[arg(long)]
+    no_faults: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -65,6 +97,31 @@ enum FaultsCommand {
         /// Allow non-loopback addresses in the deployment file.
         #[arg(long)]
         allow_remote: bool,
+    },
+    /// Play a scenario's fault timeline on an attached deployment without sending load, from a
+    /// shared start time: the fault driver for workers that all run with --no-faults. Writes a
+    /// results folder for `failmode merge`.
+    Play {
+        /// A scenario name from scenarios/ or a path to a TOML file.
+        scenario: String,
+        /// The deployment file the workers attach with.
+        #[arg(long, value_name = "DEPLOYMENT.toml")]
+        attach: PathBuf,
+        /// Allow non-loopback addresses in the deployment file.
+        #[arg(long)]
+        allow_remote: bool,
+        /// When the workers start (as their --start-at).
+        #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
+        start_at: SystemTime,
+        /// As the workers' --seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// As the workers' --duration-scale.
+        #[arg(long, default_value_t = 1.0)]
+        duration_scale: f64,
+        /// Write the results here instead of results/<scenario>/<timestamp>/.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -166,6 +223,8 @@ struct RunArgs {
     /// With --attach: allow addresses that are not this machine's loopback.
     #[arg(long)]
     allow_remote: bool,
+    #[command(flatten)]
+    workers: WorkerArgs,
 }
 
 fn exit_code(code: u8) -> ExitCode {
@@ -295,6 +354,61 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(exit_code(0))
         }
+        Command::Merge { folders, out } => {
+            let (folder, result) =
+                failmode::results::merge::merge(&folders, &root.join("results"), out.as_deref())?;
+            if let Err(e) = report::html::write_report(&folder.path) {
+                eprintln!("warning: no report.html: {e}");
+            }
+            print_tables(&result);
+            println!("\nresults: {}", folder.path.display());
+            Ok(exit_code(if result.partial { 130 } else { 0 }))
+        }
+        Command::Faults(FaultsCommand::Play {
+            scenario,
+            attach,
+            allow_remote,
+            start_at,
+            seed,
+            duration_scale,
+            out,
+        }) => {
+            if !(duration_scale.is_finite() && duration_scale > 0.0) {
+                anyhow::bail!("--duration-scale must be a number greater than zero");
+            }
+            let deployment = Deployment::read(&attach, allow_remote)?;
+            let mut scenario = Scenario::find(&scenario, &root.join("scenarios"))?;
+            if let Some(seed) = seed {
+                scenario.seed = seed;
+            }
+            let interrupt = CancellationToken::new();
+            tokio::spawn(watch_signals(interrupt.clone()));
+            let options = RunOptions {
+                results_root: root.join("results"),
+                root: root.clone(),
+                scenario: scenario.scaled(duration_scale),
+                duration_scale,
+                targets: None,
+                out,
+                build: false,
+                attach: Some(deployment),
+                worker: Some(Worker {
+                    share: Share { index: 0, count: 0 },
+                    start_at_ms: millis_since_epoch(start_at),
+                    drives_faults: true,
+                }),
+            };
+            let outcome = match run(options, interrupt, &Say::new()).await {
+                Ok(outcome) => outcome,
+                Err(e @ RunError::InterruptedBeforeLoad(_)) => {
+                    eprintln!("{e}");
+                    return Ok(exit_code(130));
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context("playing the faults failed")),
+            };
+            println!("\nresults: {}", outcome.folder.path.display());
+            Ok(exit_code(if outcome.result.partial { 130 } else { 0 }))
+        }
         Command::Gate(args) => {
             let gates = match &args.gates {
                 Some(path) => Some(gate::gates_from_file(path)?),
@@ -327,6 +441,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 }
                 None => None,
             };
+            let worker = worker_of(&args)?;
             if args.batch.is_some() && args.repeat > 1 {
                 anyhow::bail!(
                     "--batch and --repeat cannot be combined yet: run the batches once per repeat"
@@ -367,6 +482,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     // Building once is enough.
                     build: !args.no_build && k == 1,
                     attach: attach.clone(),
+                    worker,
                 };
                 let outcome = match args.batch {
                     Some(size) => run_in_batches(options, size, interrupt.clone(), &say).await,
@@ -398,15 +514,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 std::os::unix::fs::symlink(relative, &latest)?;
             }
             let r = &outcome.result;
-            println!("\n{} — {}", r.scenario, r.description);
-            println!("{}", report::summary_table(r));
-            println!("\n{}", report::admitted_table(r));
-            if report::clients_acted(r) {
-                println!("\n{}", report::amplification_table(r));
-            }
-            for note in &r.notes {
-                println!("note: {note}");
-            }
+            print_tables(r);
             match &repeat_folder {
                 Some(folder) => println!(
                     "\nresults ({} repeats; the table is the last): {}",
@@ -424,6 +532,52 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(exit_code(0))
         }
     }
+}
+
+/// The terminal's account of a run: its tables and notes.
+fn print_tables(r: &RunResult) {
+    println!("\n{} — {}", r.scenario, r.description);
+    println!("{}", report::summary_table(r));
+    println!("\n{}", report::admitted_table(r));
+    if report::clients_acted(r) {
+        println!("\n{}", report::amplification_table(r));
+    }
+    for note in &r.notes {
+        println!("note: {note}");
+    }
+}
+
+/// `--worker`, `--start-at`, `--no-faults` checked against the rest of `run`'s flags.
+fn worker_of(args: &RunArgs) -> anyhow::Result<Option<Worker>> {
+    let w = &args.workers;
+    let Some(share) = w.worker else {
+        if w.start_at.is_some() || w.no_faults {
+            anyhow::bail!("--start-at and --no-faults only apply with --worker K/N");
+        }
+        return Ok(None);
+    };
+    if args.attach.is_none() {
+        anyhow::bail!(
+            "--worker needs --attach: workers share one deployment; each starting its own Redis \
+             and limiter would measure N small runs, not one"
+        );
+    }
+    if args.repeat > 1 {
+        anyhow::bail!("--worker and --repeat cannot be combined: repeat the whole set of workers");
+    }
+    let Some(start_at) = w.start_at else {
+        anyhow::bail!("--worker needs --start-at TIME, the same for every worker");
+    };
+    Ok(Some(Worker {
+        share,
+        start_at_ms: millis_since_epoch(start_at),
+        drives_faults: share.index == 1 && !w.no_faults,
+    }))
+}
+
+fn millis_since_epoch(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// SIGINT, SIGTERM (a cancelled CI job) and SIGHUP (a closed terminal) all stop the run

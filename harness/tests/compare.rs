@@ -181,6 +181,7 @@ fn repeat(scenario: &str, targets: &[(&str, Behaviour)], seed: u64) -> Repeat {
         load: LoadTotals::default(),
         notes: Vec::new(),
         batches: Vec::new(),
+        worker: None,
         targets,
     };
     Repeat { run, seconds }

@@ -14,7 +14,7 @@ use failmode::results::RunResult;
 use failmode::run::progress::Say;
 use failmode::run::{RunError, RunOptions, run};
 use failmode::scenario::Scenario;
-use support::{tenant_in, workspace};
+use support::{schema_errors, tenant_in, workspace};
 use tokio_util::sync::CancellationToken;
 
 const OUTAGE: &str = r#"
@@ -110,6 +110,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
             out: Some(out.path().join("run")),
             build: true,
             attach: None,
+            worker: None,
         },
         CancellationToken::new(),
         &Say::default(),
@@ -192,6 +193,9 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
         "run.json",
         "series.csv",
         "latency.hlog",
+        "service_time.hlog",
+        "seconds.hlog",
+        "send_lag.hlog",
         "scenario.toml",
         "logs/toxiproxy-server.log",
         "logs/reference-0.log",
@@ -199,18 +203,10 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
     ] {
         assert!(folder.join(file).is_file(), "{file} missing");
     }
-    let schema: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(workspace().join("harness/schema/run.schema.json")).unwrap(),
-    )
-    .unwrap();
+    let errors = schema_errors(&folder);
+    assert!(errors.is_empty(), "{errors:#?}");
     let written: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(folder.join("run.json")).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(&written)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect();
-    assert!(errors.is_empty(), "{errors:#?}");
     assert_eq!(written["targets"][0]["phases"][1]["name"], "fault");
 
     // The gates: the reference keeps its promises, fail-open and fail-closed break them.
@@ -420,6 +416,7 @@ fn stub_options(ws: &Path) -> RunOptions {
         out: None,
         build: false,
         attach: None,
+        worker: None,
     }
 }
 
@@ -579,6 +576,7 @@ end = "6s"
             out: Some(folder.clone()),
             build: true,
             attach: None,
+            worker: None,
         },
         2,
         CancellationToken::new(),

@@ -89,6 +89,7 @@ fn run() -> RunResult {
         load: Default::default(),
         notes: vec![],
         batches: Vec::new(),
+        worker: None,
         targets: vec![target("reference", 1500), target("fail-open", 3600)],
     }
 }

@@ -311,6 +311,10 @@ struct Stream {
     schedule: Schedule,
     spread: Spread,
     next_instance: usize,
+    /// Arrivals of the whole schedule between two of this stream's: the round robin moves
+    /// on by as many, so a worker's request goes to the instance it would go to in one
+    /// process running the whole schedule.
+    step: usize,
     client: Client,
     /// The client's own draws: throttling refusals, and a seed per request for its backoff.
     rng: ChaCha8Rng,
@@ -327,7 +331,7 @@ impl Stream {
             Spread::Sticky => in_rotation[self.tenant % n],
             Spread::RoundRobin => {
                 let i = self.next_instance % n;
-                self.next_instance = i + 1;
+                self.next_instance = i + self.step;
                 in_rotation[i]
             }
         }
@@ -375,9 +379,11 @@ impl Load {
                         c.rate_per_s,
                         c.arrival,
                         plan.duration,
-                    ),
+                    )
+                    .share(plan.share),
                     spread: c.spread,
-                    next_instance: tenant,
+                    next_instance: tenant + plan.share.index.saturating_sub(1) as usize,
+                    step: plan.share.count.max(1) as usize,
                     client: c.client,
                     rng: {
                         let mut rng = ChaCha8Rng::seed_from_u64(plan.seed ^ CLIENT_SEED_SALT);

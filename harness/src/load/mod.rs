@@ -70,6 +70,51 @@ pub struct TargetPlan {
     pub caller_header: String,
 }
 
+/// Which arrivals of every schedule this process sends: worker `index` of `count` sends
+/// arrival i (counted from 0 in each target × tenant schedule) when i mod count = index − 1,
+/// so N workers with the same seed send the whole schedule between them, each request once.
+/// Index 0 sends nothing (a process that only plays the fault timeline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Share {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Share {
+    /// The whole schedule: one process alone.
+    pub const WHOLE: Share = Share { index: 1, count: 1 };
+
+    /// Whether arrival `i` of a schedule is this share's.
+    pub fn takes(self, i: u64) -> bool {
+        self.index > 0 && self.count > 0 && i % u64::from(self.count) == u64::from(self.index - 1)
+    }
+}
+
+impl std::fmt::Display for Share {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// `K/N` as `--worker` takes it: 1 ≤ K ≤ N.
+impl std::str::FromStr for Share {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad =
+            || format!("{s:?} is not K/N with 1 ≤ K ≤ N (e.g. 2/3: the second of three workers)");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (
+            k.trim().parse::<u32>().map_err(|_| bad())?,
+            n.trim().parse::<u32>().map_err(|_| bad())?,
+        );
+        if index == 0 || index > count {
+            return Err(bad());
+        }
+        Ok(Self { index, count })
+    }
+}
+
 /// Everything the engine needs for one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadPlan {
@@ -81,6 +126,8 @@ pub struct LoadPlan {
     pub request_timeout: Duration,
     /// Requests in flight per target at most; one due beyond it is dropped and counted.
     pub max_in_flight_per_target: usize,
+    /// The arrivals this process sends ([`Share::WHOLE`] alone).
+    pub share: Share,
 }
 
 /// Why a request got no HTTP answer.

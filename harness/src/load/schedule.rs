@@ -13,13 +13,17 @@
 //! - Uniform: `phase + i / rate` for i = 0, 1, 2…, with `phase` drawn once from the stream in
 //!   [0, 1 / rate), so tenants of equal rate do not all fire at the same instant.
 //! - Poisson: cumulative exponential gaps of mean 1 / rate (a Poisson process on [0, duration)).
+//!
+//! A worker's share ([`Share`]) keeps every N-th arrival of the whole schedule, counted by
+//! index: the skipped arrivals are still drawn, so each worker's arrivals are exactly those
+//! of one process running the whole schedule.
 
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::Arrival;
+use super::{Arrival, Share};
 
 /// The arrival offsets of one target × tenant, in non-decreasing order, all below the run's
 /// duration.
@@ -27,6 +31,9 @@ use super::Arrival;
 pub struct Schedule {
     duration: Duration,
     kind: Kind,
+    share: Share,
+    /// The index of the next arrival of the whole schedule.
+    arrival: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -61,6 +68,8 @@ impl Schedule {
             return Self {
                 duration,
                 kind: Kind::Done,
+                share: Share::WHOLE,
+                arrival: 0,
             };
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -80,7 +89,21 @@ impl Schedule {
                 }
             }
         };
-        Self { duration, kind }
+        Self {
+            duration,
+            kind,
+            share: Share::WHOLE,
+            arrival: 0,
+        }
+    }
+
+    /// Only `share`'s arrivals of this schedule.
+    pub fn share(mut self, share: Share) -> Self {
+        self.share = share;
+        if share.index == 0 {
+            self.kind = Kind::Done;
+        }
+        self
     }
 }
 
@@ -100,6 +123,20 @@ impl Iterator for Schedule {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
+        loop {
+            let offset = self.next_of_all()?;
+            let i = self.arrival;
+            self.arrival += 1;
+            if self.share.takes(i) {
+                return Some(offset);
+            }
+        }
+    }
+}
+
+impl Schedule {
+    /// The next arrival of the whole schedule, whoever's share it is.
+    fn next_of_all(&mut self) -> Option<Duration> {
         let offset_s = match &mut self.kind {
             Kind::Done => return None,
             Kind::Uniform {
@@ -209,6 +246,49 @@ mod tests {
             prop_assume!(seed != other);
             let duration = Duration::from_secs(2);
             prop_assert_ne!(offsets(seed, rate, arrival, duration), offsets(other, rate, arrival, duration));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_shares_of_n_workers_are_the_whole_schedule_each_arrival_once(
+            seed: u64,
+            rate in 1.0f64..5_000.0,
+            arrival in arrival(),
+            count in 1u32..6,
+        ) {
+            let duration = Duration::from_millis(1_500);
+            let whole = offsets(seed, rate, arrival, duration);
+            let shares: Vec<Vec<Duration>> = (1..=count)
+                .map(|index| {
+                    Schedule::new(seed, 0, 0, rate, arrival, duration)
+                        .share(Share { index, count })
+                        .collect()
+                })
+                .collect();
+            // Arrival i is worker (i mod N) + 1's, at the same offset as in the whole.
+            for (i, offset) in whole.iter().enumerate() {
+                let k = i % count as usize;
+                prop_assert_eq!(shares[k][i / count as usize], *offset);
+            }
+            prop_assert_eq!(shares.iter().map(Vec::len).sum::<usize>(), whole.len());
+        }
+    }
+
+    #[test]
+    fn share_zero_sends_nothing() {
+        let none: Vec<Duration> =
+            Schedule::new(1, 0, 0, 100.0, Arrival::Poisson, Duration::from_secs(1))
+                .share(Share { index: 0, count: 3 })
+                .collect();
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn worker_k_of_n_parses_and_nonsense_is_refused() {
+        assert_eq!("2/3".parse::<Share>(), Ok(Share { index: 2, count: 3 }));
+        for bad in ["0/3", "4/3", "3", "a/b", "1/0", ""] {
+            assert!(bad.parse::<Share>().is_err(), "{bad}");
         }
     }
 

@@ -1,14 +1,19 @@
 //! What a run measured: per target × tenant × phase counts and HdrHistograms, per-second
 //! series, and the load generator's own send lag. Memory is bounded by the timeline (cells and
 //! seconds), never by the number of requests.
+//!
+//! Everything here adds up exactly ([`Measured::add`]): counts are summed and histograms
+//! added, which is how the results of several workers become one run's.
 
 pub mod derived;
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 
 use crate::load::{Outcome, Recorder, Sample};
 
@@ -18,6 +23,36 @@ const MAX_US: u64 = 60_000_000;
 fn histogram(sigfig: u8) -> Histogram<u64> {
     // Bounds and precision are constants that `new_with_bounds` accepts.
     Histogram::new_with_bounds(1, MAX_US, sigfig).unwrap_or_else(|_| unreachable!())
+}
+
+/// A per-second histogram: two significant figures are plenty for a per-second p99.
+fn second_histogram() -> Histogram<u64> {
+    histogram(2)
+}
+
+/// A closed second's histogram, kept compact: an hour of seconds of a dozen target × tenant
+/// pairs would hold gigabytes as live histograms, a few megabytes serialized.
+pub fn pack(h: &Histogram<u64>) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    // Writing to a Vec fails only for a histogram too large to encode, which ours are not.
+    let _ = V2Serializer::new().serialize(h, &mut bytes);
+    bytes
+}
+
+/// The other way; a histogram written by another run is checked as it is read.
+pub fn unpack(bytes: &[u8]) -> Result<Histogram<u64>, MeasuredError> {
+    Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| MeasuredError::Histogram(format!("{e:?}")))
+}
+
+/// Why two sets of measurements do not add up.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasuredError {
+    #[error("the measurements have different shapes ({0}): not the same scenario and targets")]
+    Shape(String),
+    #[error("a histogram cannot be read or added: {0}")]
+    Histogram(String),
 }
 
 fn micros(d: Duration) -> u64 {
@@ -164,7 +199,7 @@ impl Second {
 
 /// Latency histograms of the seconds still open to late answers, per target × tenant.
 /// A second closes `hold` after it, once no request scheduled in it can still be answered;
-/// only its percentiles are kept, so memory does not grow with the length of the run.
+/// then its percentiles and its packed histogram are kept.
 #[derive(Debug, Default)]
 struct OpenSeconds {
     by_second: std::collections::BTreeMap<usize, Histogram<u64>>,
@@ -216,25 +251,90 @@ pub struct Measured {
     pub seconds: Vec<Vec<Vec<Second>>>,
     /// Per target: actual send − scheduled send, µs.
     pub send_lag: Vec<Histogram<u64>>,
+    /// `[target][tenant slot, as seconds]`: each second's latency histogram, packed (see
+    /// [`unpack`]); seconds without a latency are absent.
+    pub second_latency: Vec<Vec<BTreeMap<usize, Vec<u8>>>>,
+}
+
+impl Measured {
+    /// Empty measurements of a run of this shape.
+    pub fn empty(shape: &Shape) -> Self {
+        let seconds = shape.duration.as_secs_f64().ceil() as usize;
+        let slots = shape.tenants + 1;
+        Self {
+            cells: (0..shape.targets)
+                .map(|_| {
+                    (0..shape.tenants)
+                        .map(|_| vec![Cell::new(3); shape.phases.len()])
+                        .collect()
+                })
+                .collect(),
+            seconds: vec![vec![vec![Second::default(); seconds]; slots]; shape.targets],
+            send_lag: (0..shape.targets).map(|_| histogram(3)).collect(),
+            second_latency: vec![vec![BTreeMap::new(); slots]; shape.targets],
+        }
+    }
+
+    /// Adds another run's measurements of the same shape: every count summed, every
+    /// histogram added, each second's percentiles taken again from its added histogram.
+    pub fn add(&mut self, other: &Measured) -> Result<(), MeasuredError> {
+        let shape = |m: &Measured| {
+            (
+                m.cells.len(),
+                m.cells.first().map_or(0, Vec::len),
+                m.cells.first().and_then(|t| t.first()).map_or(0, Vec::len),
+                m.seconds
+                    .first()
+                    .and_then(|t| t.first())
+                    .map_or(0, Vec::len),
+            )
+        };
+        if shape(self) != shape(other) {
+            return Err(MeasuredError::Shape(format!(
+                "targets, tenants, phases, seconds: {:?} and {:?}",
+                shape(self),
+                shape(other)
+            )));
+        }
+        let added = |e: hdrhistogram::AdditionError| MeasuredError::Histogram(e.to_string());
+        for (mine, theirs) in self
+            .cells
+            .iter_mut()
+            .flatten()
+            .flatten()
+            .zip(other.cells.iter().flatten().flatten())
+        {
+            mine.counts.merge(&theirs.counts);
+            mine.latency.add(&theirs.latency).map_err(added)?;
+            mine.service_time.add(&theirs.service_time).map_err(added)?;
+        }
+        for (mine, theirs) in self.send_lag.iter_mut().zip(&other.send_lag) {
+            mine.add(theirs).map_err(added)?;
+        }
+        for (t, slots) in other.seconds.iter().enumerate() {
+            for (n, seconds) in slots.iter().enumerate() {
+                for (s, second) in seconds.iter().enumerate() {
+                    self.seconds[t][n][s].counts.merge(&second.counts);
+                }
+                for (&s, bytes) in &other.second_latency[t][n] {
+                    let mut latency = unpack(bytes)?;
+                    if let Some(mine) = self.second_latency[t][n].get(&s) {
+                        latency.add(unpack(mine)?).map_err(added)?;
+                    }
+                    if let Some(second) = self.seconds[t][n].get_mut(s) {
+                        second.summarise(&latency);
+                    }
+                    self.second_latency[t][n].insert(s, pack(&latency));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Collector {
     pub fn new(shape: Shape) -> Self {
-        let seconds = shape.duration.as_secs_f64().ceil() as usize;
-        let grid = |sigfig: u8, n: usize| -> Vec<Vec<Vec<Cell>>> {
-            (0..shape.targets)
-                .map(|_| {
-                    (0..shape.tenants)
-                        .map(|_| vec![Cell::new(sigfig); n])
-                        .collect()
-                })
-                .collect()
-        };
-        let measured = Measured {
-            cells: grid(3, shape.phases.len()),
-            seconds: vec![vec![vec![Second::default(); seconds]; shape.tenants + 1]; shape.targets],
-            send_lag: (0..shape.targets).map(|_| histogram(3)).collect(),
-        };
+        let measured = Measured::empty(&shape);
         let open = (0..shape.targets)
             .map(|_| {
                 (0..=shape.tenants)
@@ -264,6 +364,7 @@ impl Collector {
                 for (&second, latency) in &open.by_second {
                     if let Some(s) = measured.seconds[t][n].get_mut(second) {
                         s.summarise(latency);
+                        measured.second_latency[t][n].insert(second, pack(latency));
                     }
                 }
             }
@@ -294,6 +395,7 @@ impl Recorder for Collector {
         for slot in [s.tenant, self.shape.tenants] {
             record_second(
                 &mut m.seconds[s.target][slot],
+                &mut m.second_latency[s.target][slot],
                 &mut open[s.target][slot],
                 second,
                 s,
@@ -310,6 +412,7 @@ impl Recorder for Collector {
 /// the seconds no request can still be answered in.
 fn record_second(
     seconds: &mut [Second],
+    packed: &mut BTreeMap<usize, Vec<u8>>,
     open: &mut OpenSeconds,
     second: usize,
     s: &Sample,
@@ -320,8 +423,7 @@ fn record_second(
         if s.attempts > 0 && second >= open.closed_below {
             open.by_second
                 .entry(second)
-                // Two significant figures are plenty for a per-second p99.
-                .or_insert_with(|| histogram(2))
+                .or_insert_with(second_histogram)
                 .saturating_record(micros(s.latency));
         }
     }
@@ -333,6 +435,7 @@ fn record_second(
         let (closed, latency) = entry.remove_entry();
         if let Some(cell) = seconds.get_mut(closed) {
             cell.summarise(&latency);
+            packed.insert(closed, pack(&latency));
         }
     }
     open.closed_below = open.closed_below.max(close_below);
@@ -420,5 +523,76 @@ mod tests {
             (1_980..=2_020).contains(&m.seconds[0][0][10].p50_us),
             "open seconds are summarised too"
         );
+    }
+
+    #[test]
+    fn two_halves_of_the_samples_add_up_to_the_whole_exactly() {
+        let shape = Shape {
+            targets: 1,
+            tenants: 2,
+            phases: vec![
+                (Duration::ZERO, Duration::from_secs(3)),
+                (Duration::from_secs(3), Duration::from_secs(6)),
+            ],
+            duration: Duration::from_secs(6),
+            longest_request: Duration::from_secs(1),
+        };
+        let (whole, halves) = (
+            Collector::new(shape.clone()),
+            [Collector::new(shape.clone()), Collector::new(shape)],
+        );
+        for i in 0..3_000u64 {
+            let outcome = if i % 7 == 0 {
+                Outcome::Limited
+            } else {
+                Outcome::Admitted
+            };
+            let mut s = sample(0, (i % 2) as usize, i * 2, outcome);
+            // Latencies spread over three orders of magnitude, different in each second.
+            s.latency = Duration::from_micros(100 + (i * i * 7919) % 200_000);
+            s.service_time = s.latency / 2;
+            whole.record(&s);
+            halves[(i % 3 == 0) as usize].record(&s);
+        }
+        let whole = whole.snapshot();
+        let mut merged = halves[0].snapshot();
+        merged.add(&halves[1].snapshot()).unwrap();
+        for n in 0..2 {
+            for p in 0..2 {
+                let (a, b) = (&whole.cells[0][n][p], &merged.cells[0][n][p]);
+                assert_eq!(a.counts, b.counts);
+                assert_eq!(a.latency, b.latency);
+                assert_eq!(a.service_time, b.service_time);
+            }
+        }
+        assert_eq!(
+            whole.seconds, merged.seconds,
+            "per-second counts and percentiles"
+        );
+        assert_eq!(whole.send_lag, merged.send_lag);
+        assert_eq!(whole.second_latency.len(), merged.second_latency.len());
+        for (a, b) in whole.second_latency[0]
+            .iter()
+            .zip(&merged.second_latency[0])
+        {
+            assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+            for (x, y) in a.values().zip(b.values()) {
+                assert_eq!(unpack(x).unwrap(), unpack(y).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn measurements_of_different_shapes_do_not_add() {
+        let shape = |tenants| Shape {
+            targets: 1,
+            tenants,
+            phases: vec![(Duration::ZERO, Duration::from_secs(2))],
+            duration: Duration::from_secs(2),
+            longest_request: Duration::from_secs(1),
+        };
+        let mut one = Measured::empty(&shape(1));
+        let e = one.add(&Measured::empty(&shape(2))).unwrap_err();
+        assert!(matches!(e, MeasuredError::Shape(_)), "{e}");
     }
 }

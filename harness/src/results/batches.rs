@@ -177,6 +177,7 @@ mod tests {
             },
             notes: notes.iter().map(|n| (*n).to_owned()).collect(),
             batches: Vec::new(),
+            worker: None,
             targets: targets
                 .iter()
                 .map(|name| TargetResult {

@@ -1,16 +1,16 @@
 //! The results folder: `results/<scenario>/<timestamp>/` with `run.json`, the per-second
-//! series as CSV, the HdrHistograms in interval-log format, the scenario as given and every
-//! child's log; `results/latest` points at the newest.
+//! series as CSV, the HdrHistograms in interval-log format (see [`super::hlog`]), the scenario
+//! as given and every child's log; `results/latest` points at the newest.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use hdrhistogram::serialization::V2DeflateSerializer;
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::Histogram;
 
 use super::RunResult;
-use crate::metrics::Measured;
+use super::hlog::{self, Interval};
+use crate::metrics::{Cell, Measured, unpack};
 use crate::scenario::Scenario;
 
 /// A run's folder, created before anything starts so that child logs land in it.
@@ -106,41 +106,88 @@ impl RunFolder {
         out.flush()
     }
 
-    /// One interval per target × tenant × phase, tagged `target/tenant/phase`, latency from
-    /// the schedule in µs: readable by HdrHistogram's log tools and mergeable exactly.
+    /// The histograms, in interval logs tagged by what they cover, µs: `latency.hlog` (from
+    /// the schedule) and `service_time.hlog` (from the actual send), one interval per target ×
+    /// tenant × phase tagged `target/tenant/phase`; `seconds.hlog`, each second's latency per
+    /// target × tenant (or `all`) tagged `target/tenant`; `send_lag.hlog`, per target. With
+    /// `series.csv` and `run.json` they are everything `failmode merge` adds up.
     fn write_histograms(
         &self,
         run: &RunResult,
         scenario: &Scenario,
         measured: &Measured,
     ) -> std::io::Result<()> {
-        let mut file =
-            std::io::BufWriter::new(std::fs::File::create(self.path.join("latency.hlog"))?);
-        let mut serializer = V2DeflateSerializer::new();
-        let mut writer = IntervalLogWriterBuilder::new()
-            .add_comment("failmode: latency from the scheduled send, microseconds")
-            .add_comment(&format!("scenario {} seed {}", run.scenario, run.seed))
-            .with_max_value_divisor(1000.0)
-            .begin_log_with(&mut file, &mut serializer)
-            .map_err(std::io::Error::other)?;
+        let header = |what: &str| {
+            vec![
+                format!("failmode: {what}, microseconds"),
+                format!("scenario {} seed {}", run.scenario, run.seed),
+            ]
+        };
+        let cells = |histogram: fn(&Cell) -> &Histogram<u64>| -> Vec<Interval> {
+            let mut intervals = Vec::new();
+            for (t, target) in run.targets.iter().enumerate() {
+                for (n, tenant) in scenario.tenants.iter().enumerate() {
+                    for (p, phase) in scenario.phases.iter().enumerate() {
+                        intervals.push(Interval {
+                            tag: format!("{}/{}/{}", target.name, tenant.name, phase.name),
+                            start: phase.start,
+                            length: phase.length(),
+                            histogram: histogram(&measured.cells[t][n][p]).clone(),
+                        });
+                    }
+                }
+            }
+            intervals
+        };
+        hlog::write(
+            &self.path.join("latency.hlog"),
+            &header("latency from the scheduled send"),
+            &cells(|c| &c.latency),
+        )?;
+        hlog::write(
+            &self.path.join("service_time.hlog"),
+            &header("service time from the actual send"),
+            &cells(|c| &c.service_time),
+        )?;
+        let mut seconds = Vec::new();
         for (t, target) in run.targets.iter().enumerate() {
-            for (n, tenant) in scenario.tenants.iter().enumerate() {
-                for (p, phase) in scenario.phases.iter().enumerate() {
-                    let tag = format!("{}/{}/{}", target.name, tenant.name, phase.name);
-                    let Some(tag) = Tag::new(&tag) else { continue };
-                    writer
-                        .write_histogram(
-                            &measured.cells[t][n][p].latency,
-                            phase.start,
-                            phase.length(),
-                            Some(tag),
-                        )
-                        .map_err(std::io::Error::other)?;
+            let slots = scenario
+                .tenants
+                .iter()
+                .map(|t| t.name.as_str())
+                .chain(["all"]);
+            for (n, slot) in slots.enumerate() {
+                for (&second, packed) in &measured.second_latency[t][n] {
+                    seconds.push(Interval {
+                        tag: format!("{}/{slot}", target.name),
+                        start: Duration::from_secs(second as u64),
+                        length: Duration::from_secs(1),
+                        histogram: unpack(packed).map_err(std::io::Error::other)?,
+                    });
                 }
             }
         }
-        drop(writer);
-        file.flush()
+        hlog::write(
+            &self.path.join("seconds.hlog"),
+            &header("latency from the scheduled send per second (two significant figures)"),
+            &seconds,
+        )?;
+        let lag: Vec<Interval> = run
+            .targets
+            .iter()
+            .zip(&measured.send_lag)
+            .map(|(target, histogram)| Interval {
+                tag: target.name.clone(),
+                start: Duration::ZERO,
+                length: scenario.duration,
+                histogram: histogram.clone(),
+            })
+            .collect();
+        hlog::write(
+            &self.path.join("send_lag.hlog"),
+            &header("the load generator's send lag (actual - scheduled send)"),
+            &lag,
+        )
     }
 
     /// Points `<root>/latest` at this folder (a relative symlink).

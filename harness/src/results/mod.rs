@@ -3,6 +3,8 @@
 
 pub mod batches;
 pub mod folder;
+pub mod hlog;
+pub mod merge;
 pub mod read;
 
 use std::collections::BTreeMap;
@@ -151,7 +153,23 @@ pub struct RunResult {
     /// When the targets ran a few at a time (`--batch`): the names in each batch, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batches: Vec<Vec<String>>,
+    /// When this process was one of several sending the load (`--worker K/N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<Worker>,
     pub targets: Vec<TargetResult>,
+}
+
+/// One of several processes that send a scenario's load together, each its share of every
+/// schedule, from one start time; `failmode merge` puts their results together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worker {
+    /// Which arrivals it sent (index 0: none, it only played the fault timeline).
+    #[serde(flatten)]
+    pub share: crate::load::Share,
+    /// When every worker's timeline started, ms since the Unix epoch.
+    pub start_at_ms: u64,
+    /// It applied the scenario's faults (one process does).
+    pub drives_faults: bool,
 }
 
 /// A phase as it ran on one target: the measurements need these facts from the runner.

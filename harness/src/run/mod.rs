@@ -20,7 +20,9 @@ use crate::infra::{InfraError, locate};
 use crate::load::{self, LoadPlan, TargetPlan};
 use crate::metrics::{Collector, Shape};
 use crate::results::folder::RunFolder;
-use crate::results::{self, Event, LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts};
+use crate::results::{
+    self, Event, LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts, Worker,
+};
 use crate::scenario::{Scenario, ScenarioError};
 use crate::targets::{self, ManifestError, TargetError, manifest};
 use progress::Say;
@@ -74,6 +76,11 @@ pub enum RunError {
         problem: String,
         deployment: PathBuf,
     },
+    #[error(
+        "the start time {at} passed {late:.1?} ago (this machine's clock): give every worker \
+         the same --start-at, far enough ahead for all of them to be ready"
+    )]
+    StartPassed { at: String, late: Duration },
 }
 
 /// What `failmode run` was asked.
@@ -95,6 +102,25 @@ pub struct RunOptions {
     /// Attach to this deployment instead of starting one: its targets replace the
     /// scenario's.
     pub attach: Option<crate::deployment::Deployment>,
+    /// One of several processes sending the load together (attached only): its share, the
+    /// shared start, whether it plays the faults.
+    pub worker: Option<Worker>,
+}
+
+/// `--start-at`: an RFC 3339 time (`2026-11-30T20:00:00Z`, fractions allowed) or seconds
+/// since the Unix epoch (`1796068800`, as `date +%s` gives).
+pub fn parse_start_at(text: &str) -> Result<SystemTime, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds)
+            .map(|d| SystemTime::UNIX_EPOCH + d)
+            .map_err(|_| format!("{text:?} is not a time: seconds since the epoch must be ≥ 0"));
+    }
+    humantime::parse_rfc3339_weak(text).map_err(|e| {
+        format!(
+            "{text:?} is not a time ({e}): give an RFC 3339 time such as 2026-11-30T20:00:00Z,              or seconds since the epoch"
+        )
+    })
 }
 
 /// A finished (or interrupted) run.
@@ -226,6 +252,7 @@ pub async fn run(
         seed: scenario.seed,
         request_timeout: scenario.request_timeout,
         max_in_flight_per_target: scenario.max_in_flight_per_target,
+        share: opts.worker.map_or(load::Share::WHOLE, |w| w.share),
     };
     let collector = Arc::new(Collector::new(Shape {
         targets: plan.targets.len(),
@@ -254,7 +281,52 @@ pub async fn run(
         scenario.limit,
         scenario.window
     ));
-    let start = Instant::now() + Duration::from_millis(100);
+    let start = match &opts.worker {
+        None => Instant::now() + Duration::from_millis(100),
+        Some(w) => {
+            let at = SystemTime::UNIX_EPOCH + Duration::from_millis(w.start_at_ms);
+            let shown = humantime::format_rfc3339_millis(at).to_string();
+            let wait = match at.duration_since(SystemTime::now()) {
+                Ok(wait) => wait,
+                Err(e) => {
+                    world.stop().await;
+                    return Err(RunError::StartPassed {
+                        at: shown,
+                        late: e.duration(),
+                    });
+                }
+            };
+            say.line(&format!(
+                "{}: starting with the others at {shown}, in {:.1} s",
+                match w.share.index {
+                    0 => "faults only".to_owned(),
+                    _ => format!("worker {}", w.share),
+                },
+                wait.as_secs_f64()
+            ));
+            let start = Instant::now() + wait;
+            let interrupted = tokio::select! {
+                _ = interrupt.cancelled() => true,
+                () = tokio::time::sleep_until((start - Duration::from_millis(50).min(wait)).into()) => false,
+            };
+            if interrupted {
+                world.stop().await;
+                return Err(RunError::InterruptedBeforeLoad(logs));
+            }
+            start
+        }
+    };
+    // A worker that does not play the faults still reads the counters at every boundary.
+    let timeline = match &opts.worker {
+        Some(w) if !w.drives_faults => {
+            let mut quiet = scenario.clone();
+            for phase in &mut quiet.phases {
+                phase.faults.clear();
+            }
+            quiet
+        }
+        _ => scenario.clone(),
+    };
     let done = CancellationToken::new();
     // The timeline stops on an interrupt, and also when the load generator fails.
     let stop_timeline = interrupt.child_token();
@@ -268,7 +340,7 @@ pub async fn run(
             done.cancel();
             summary
         },
-        play_timeline(&world, &scenario, start, &stop_timeline, &http, &events),
+        play_timeline(&world, &timeline, start, &stop_timeline, &http, &events),
         watch_children(&world, start, &done, &events),
         progress::show(say, &scenario, &names, &collector, start, done.clone()),
     );
@@ -326,6 +398,26 @@ pub async fn run(
             deployment.path.display()
         ));
     }
+    if let Some(w) = &opts.worker {
+        notes.push(match w.share.index {
+            0 => "worker 0: this process sent no load, it played the fault timeline; \
+                  `failmode merge` puts it together with the workers' folders"
+                .to_owned(),
+            k => format!(
+                "worker {}: this process sent arrival i of every schedule when i mod {} = {}; \
+                 {}; `failmode merge` puts the {} workers' folders together",
+                w.share,
+                w.share.count,
+                k - 1,
+                if w.drives_faults {
+                    "it played the faults"
+                } else {
+                    "another process played the faults"
+                },
+                w.share.count
+            ),
+        });
+    }
     if let Some(e) = &load_error {
         notes.push(format!("the load generator failed: {e}"));
     }
@@ -362,7 +454,13 @@ pub async fn run(
         seed: scenario.seed,
         duration_scale: opts.duration_scale,
         git_revision: revision,
-        started_at: humantime::format_rfc3339_seconds(started_at).to_string(),
+        started_at: match &opts.worker {
+            Some(w) => humantime::format_rfc3339_millis(
+                SystemTime::UNIX_EPOCH + Duration::from_millis(w.start_at_ms),
+            )
+            .to_string(),
+            None => humantime::format_rfc3339_seconds(started_at).to_string(),
+        },
         duration_s: ran_for.as_secs_f64().min(scenario.duration.as_secs_f64()),
         partial,
         limit: scenario.limit,
@@ -377,6 +475,7 @@ pub async fn run(
         },
         notes,
         batches: Vec::new(),
+        worker: opts.worker,
         targets,
     };
     let write_error = |source| RunError::Results {
@@ -830,6 +929,20 @@ async fn watch_children(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_time_is_rfc_3339_or_seconds_since_the_epoch_and_nonsense_is_named() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_068_800);
+        assert_eq!(parse_start_at("2026-11-30T20:00:00Z"), Ok(at));
+        assert_eq!(parse_start_at("1796068800"), Ok(at));
+        assert_eq!(
+            parse_start_at("2026-11-30T20:00:00.250Z"),
+            Ok(at + Duration::from_millis(250))
+        );
+        let e = parse_start_at("tomorrow").unwrap_err();
+        assert!(e.contains("\"tomorrow\"") && e.contains("RFC 3339"), "{e}");
+        assert!(parse_start_at("-5").is_err());
+    }
 
     #[test]
     fn a_missing_program_is_named_with_how_to_get_it() {

@@ -5,6 +5,8 @@
 // Each test crate that includes this uses part of it.
 #![allow(dead_code)]
 
+pub(crate) mod deployed;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -16,6 +18,20 @@ use failmode::results::{
 
 pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// What is wrong with a results folder's `run.json` by `harness/schema/run.schema.json`.
+pub(crate) fn schema_errors(folder: &Path) -> Vec<String> {
+    let read = |path: PathBuf| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    };
+    let schema = read(workspace().join("harness/schema/run.schema.json"));
+    let written = read(folder.join("run.json"));
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    validator
+        .iter_errors(&written)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect()
 }
 
 /// One tenant of one phase of one target of a run; `"all"`: every tenant together.
@@ -143,6 +159,7 @@ pub(crate) fn run(fault_phase: Option<&str>) -> RunResult {
         load: LoadTotals::default(),
         notes: vec!["note <b>one</b>".into()],
         batches: Vec::new(),
+        worker: None,
         targets,
     }
 }

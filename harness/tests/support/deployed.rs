@@ -1,0 +1,82 @@
+//! A deployment started by hand on loopback, as its operator would and not by failmode: a
+//! redis-server, a Toxiproxy with the proxy `deployed-redis` in front of it, two reference
+//! instances reaching Redis through it, and the deployment file (`deployment.toml` in `dir`)
+//! that attaches to them.
+
+use std::time::Duration;
+
+use failmode::deployment::Deployment;
+use failmode::faults::toxiproxy::Toxiproxy;
+use failmode::infra::{RedisServer, ToxiproxyServer};
+use failmode::targets::{self, Instance, Launch};
+
+use super::workspace;
+
+/// Everything the "deployment" runs, started as its operator would, not by failmode.
+pub(crate) struct ByHand {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) redis: RedisServer,
+    _toxiproxy: ToxiproxyServer,
+    pub(crate) api: Toxiproxy,
+    pub(crate) instances: Vec<Instance>,
+    pub(crate) deployment: Deployment,
+}
+
+pub(crate) async fn by_hand() -> ByHand {
+    let all = targets::manifest::discover(&workspace().join("targets")).unwrap();
+    let defs = targets::manifest::select(&all, &["reference".to_owned()]).unwrap();
+    targets::build(&defs, &workspace()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let redis = RedisServer::start("redis-deployed", dir.path())
+        .await
+        .unwrap();
+    let toxiproxy = ToxiproxyServer::start(dir.path()).await.unwrap();
+    let api = Toxiproxy::new(toxiproxy.api_addr());
+    let proxy = api
+        .create_proxy(
+            "deployed-redis",
+            "127.0.0.1:0".parse().unwrap(),
+            redis.addr(),
+        )
+        .await
+        .unwrap();
+    let launch = Launch {
+        root: &workspace(),
+        log_dir: dir.path(),
+        redis_url: &format!("redis://{}", proxy.listen_addr().unwrap()),
+        instance_count: 2,
+        limit: 50.0,
+        window: Duration::from_secs(1),
+    };
+    let http = reqwest::Client::new();
+    let mut instances = Vec::new();
+    for i in 0..2 {
+        instances.push(
+            targets::start_instance(&defs[0], i, &launch, &http)
+                .await
+                .unwrap(),
+        );
+    }
+    let text = format!(
+        "toxiproxy = \"http://{}\"\n\n[[targets]]\nname = \"reference\"\ninstances = [{}]\n\
+         proxy = \"deployed-redis\"\nredis_admin = \"redis://{}\"\n",
+        toxiproxy.api_addr(),
+        instances
+            .iter()
+            .map(|i| format!("\"http://{}\"", i.addr))
+            .collect::<Vec<_>>()
+            .join(", "),
+        redis.addr()
+    );
+    let path = dir.path().join("deployment.toml");
+    std::fs::write(&path, &text).unwrap();
+    let deployment = Deployment::read(&path, false).unwrap();
+    ByHand {
+        dir,
+        redis,
+        _toxiproxy: toxiproxy,
+        api,
+        instances,
+        deployment,
+    }
+}
