@@ -118,7 +118,8 @@ pub fn parse_start_at(text: &str) -> Result<SystemTime, String> {
     }
     humantime::parse_rfc3339_weak(text).map_err(|e| {
         format!(
-            "{text:?} is not a time ({e}): give an RFC 3339 time such as 2026-11-30T20:00:00Z,              or seconds since the epoch"
+            "{text:?} is not a time ({e}): give an RFC 3339 time such as 2026-11-30T20:00:00Z, \
+             or seconds since the epoch"
         )
     })
 }
@@ -940,7 +941,7 @@ mod tests {
             Ok(at + Duration::from_millis(250))
         );
         let e = parse_start_at("tomorrow").unwrap_err();
-        assert!(e.contains("\"tomorrow\"") && e.contains("RFC 3339"), "{e}");
+        assert!(e.contains("\"tomorrow\"") && e.contains(":00Z, or seconds"), "{e}");
         assert!(parse_start_at("-5").is_err());
     }
 
