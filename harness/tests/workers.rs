@@ -307,8 +307,23 @@ async fn two_workers_merged_measure_what_one_process_running_the_whole_schedule_
         assert_eq!(a.counts.offered + b.counts.offered, s.counts.offered);
         assert_eq!(a.counts.admitted + b.counts.admitted, s.counts.admitted);
     }
-    // table, gate and report read it as any run.
+    // report, outcomes and compare read it as any run.
     succeeded("report", failmode(&["report", &merged.to_string_lossy()]));
+    succeeded(
+        "outcomes",
+        failmode(&["outcomes", &merged.to_string_lossy()]),
+    );
+    let compared = failmode(&[
+        "compare",
+        &folder("single").to_string_lossy(),
+        &merged.to_string_lossy(),
+    ]);
+    assert!(
+        matches!(compared.status.code(), Some(0 | 1)),
+        "compare decided: {}",
+        String::from_utf8_lossy(&compared.stderr)
+    );
+    assert!(String::from_utf8_lossy(&compared.stdout).contains("slow"));
 
     // A folder short, or one from another run, is refused with the reason.
     let alone = failmode(&[

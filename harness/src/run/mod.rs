@@ -941,7 +941,10 @@ mod tests {
             Ok(at + Duration::from_millis(250))
         );
         let e = parse_start_at("tomorrow").unwrap_err();
-        assert!(e.contains("\"tomorrow\"") && e.contains(":00Z, or seconds"), "{e}");
+        assert!(
+            e.contains("\"tomorrow\"") && e.contains(":00Z, or seconds"),
+            "{e}"
+        );
         assert!(parse_start_at("-5").is_err());
     }
 
