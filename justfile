@@ -18,11 +18,17 @@ setup:
 chaos NAME *ARGS: setup build
     target/release/failmode run {{NAME}} --no-build {{ARGS}}
 
-# Run a scenario against docker-compose.yml's containers, attached with deploy/compose.toml
-# (`just compose-chaos slow-redis`): start them first with `docker compose up -d --build`.
+# The deployment file `compose-chaos` attaches with: deploy/compose.toml (the reference, no
+# profile) unless DEPLOY or `just deploy=…` names another, e.g. deploy/compose-node.toml for
+# the containers of `docker compose --profile node up -d --build`.
+deploy := env_var_or_default("DEPLOY", "deploy/compose.toml")
+
+# Start the containers first with `docker compose [--profile P] up -d --build`; extra flags go
+# to `failmode run`.
+# Run a scenario against docker-compose.yml's containers: `just [deploy=deploy/compose-P.toml] compose-chaos NAME`.
 compose-chaos NAME *ARGS:
     cargo build --release --quiet -p failmode
-    target/release/failmode run {{NAME}} --no-build --attach deploy/compose.toml {{ARGS}}
+    target/release/failmode run {{NAME}} --no-build --attach {{deploy}} {{ARGS}}
 
 # Run a scenario and check its gates: exit 1 if any target breaks one (`just gate slow-redis`).
 gate NAME *ARGS: setup build

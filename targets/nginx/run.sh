@@ -13,8 +13,10 @@ whole() { [[ "${!1:-}" =~ ^[0-9]+$ ]] && [ "${!1}" -ge "$2" ] || problems+=("$1=
 
 for v in FAILMODE_BIND FAILMODE_PORT FAILMODE_INSTANCE_ID FAILMODE_LIMIT FAILMODE_WINDOW_MS \
          FAILMODE_CALLER_HEADER NGINX_BURST; do need "$v"; done
-if [ -n "${FAILMODE_BIND:-}" ] && [ "$FAILMODE_BIND" != 127.0.0.1 ]; then
-  problems+=("FAILMODE_BIND=\"$FAILMODE_BIND\": must be 127.0.0.1")
+# 127.0.0.1 as failmode starts it; 0.0.0.0 only as the container image sets it
+# (targets/nginx/Dockerfile: docker-compose.yml publishes the port on the host's loopback).
+if [ -n "${FAILMODE_BIND:-}" ] && [ "$FAILMODE_BIND" != 127.0.0.1 ] && [ "$FAILMODE_BIND" != 0.0.0.0 ]; then
+  problems+=("FAILMODE_BIND=\"$FAILMODE_BIND\": must be 127.0.0.1 (or 0.0.0.0 inside the container image)")
 fi
 [ -n "${FAILMODE_PORT:-}" ] && { whole FAILMODE_PORT 1; }
 [ -n "${FAILMODE_LIMIT:-}" ] && { whole FAILMODE_LIMIT 1; }

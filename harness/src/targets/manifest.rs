@@ -258,6 +258,57 @@ pub fn select(all: &[TargetDef], names: &[String]) -> Result<Vec<TargetDef>, Man
         .collect()
 }
 
+/// One instance as failmode starts it: what its manifest's placeholders are filled with.
+#[derive(Debug, Clone, Copy)]
+pub struct InstanceSlot<'a> {
+    /// The target's name (a manifest's variant).
+    pub target: &'a str,
+    pub index: usize,
+    /// How many instances of the target start together.
+    pub count: u32,
+    pub port: u16,
+    pub redis_url: &'a str,
+    /// The scenario's limit per window and caller.
+    pub limit: f64,
+    pub window: Duration,
+}
+
+impl InstanceSlot<'_> {
+    /// Every placeholder of [`PLACEHOLDERS`] with its value for this instance.
+    pub fn values(&self) -> BTreeMap<&'static str, String> {
+        BTreeMap::from([
+            ("port", self.port.to_string()),
+            ("redis_url", self.redis_url.to_owned()),
+            ("instance_id", format!("{}-{}", self.target, self.index)),
+            ("instance_index", self.index.to_string()),
+            ("instance_count", self.count.to_string()),
+            ("limit", number(self.limit)),
+            ("window_ms", self.window.as_millis().to_string()),
+            ("window_s", number(self.window.as_secs_f64())),
+        ])
+    }
+}
+
+/// A number as a placeholder holds it: no decimals when it is whole.
+fn number(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x}")
+    }
+}
+
+impl TargetDef {
+    /// The environment failmode starts an instance with: the manifest's, placeholders filled.
+    pub fn env_for(&self, slot: &InstanceSlot<'_>) -> BTreeMap<String, String> {
+        let values = slot.values();
+        self.env
+            .iter()
+            .map(|(k, v)| (k.clone(), expand(v, &values)))
+            .collect()
+    }
+}
+
 /// Replaces `{name}` placeholders with their values.
 pub fn expand(text: &str, values: &BTreeMap<&str, String>) -> String {
     let mut out = text.to_owned();
@@ -363,6 +414,33 @@ name = "x"
         .unwrap();
         let err = read(&path).unwrap_err().to_string();
         assert!(err.contains("{prot}"), "{err}");
+    }
+
+    #[test]
+    fn an_instance_slot_fills_every_placeholder() {
+        let slot = InstanceSlot {
+            target: "t",
+            index: 2,
+            count: 4,
+            port: 8080,
+            redis_url: "redis://127.0.0.1:1",
+            limit: 12.5,
+            window: Duration::from_millis(1500),
+        };
+        let values = slot.values();
+        assert_eq!(values.len(), PLACEHOLDERS.len());
+        assert!(PLACEHOLDERS.iter().all(|p| values.contains_key(p)));
+        assert_eq!(values["instance_id"], "t-2");
+        assert_eq!(values["limit"], "12.5");
+        assert_eq!(values["window_s"], "1.5");
+        assert_eq!(
+            InstanceSlot {
+                limit: 50.0,
+                ..slot
+            }
+            .values()["limit"],
+            "50"
+        );
     }
 
     #[test]

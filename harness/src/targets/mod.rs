@@ -3,7 +3,6 @@
 pub mod fleet;
 pub mod manifest;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -106,14 +105,6 @@ pub struct Instance {
     pub process: ChildProcess,
 }
 
-fn number(x: f64) -> String {
-    if x.fract() == 0.0 {
-        format!("{}", x as i64)
-    } else {
-        format!("{x}")
-    }
-}
-
 /// Starts instance `index` of `def` and waits for its readiness path to answer 2xx.
 pub async fn start_instance(
     def: &TargetDef,
@@ -128,16 +119,16 @@ pub async fn start_instance(
     let mut last = None;
     for _ in 0..PORT_ATTEMPTS {
         let port = free_port().map_err(infra)?;
-        let values: BTreeMap<&str, String> = BTreeMap::from([
-            ("port", port.to_string()),
-            ("redis_url", launch.redis_url.to_owned()),
-            ("instance_id", format!("{}-{index}", def.name)),
-            ("instance_index", index.to_string()),
-            ("instance_count", launch.instance_count.to_string()),
-            ("limit", number(launch.limit)),
-            ("window_ms", launch.window.as_millis().to_string()),
-            ("window_s", number(launch.window.as_secs_f64())),
-        ]);
+        let slot = manifest::InstanceSlot {
+            target: &def.name,
+            index,
+            count: launch.instance_count,
+            port,
+            redis_url: launch.redis_url,
+            limit: launch.limit,
+            window: launch.window,
+        };
+        let values = slot.values();
         let command: Vec<String> = def
             .command
             .iter()
@@ -148,11 +139,7 @@ pub async fn start_instance(
         } else {
             PathBuf::from(&command[0])
         };
-        let env: Vec<(String, String)> = def
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), manifest::expand(v, &values)))
-            .collect();
+        let env: Vec<(String, String)> = def.env_for(&slot).into_iter().collect();
         let log = launch.log_dir.join(format!("{}-{index}.log", def.name));
         let name = format!("{} instance {index}", def.name);
         let process = ChildProcess::spawn_in(

@@ -6,7 +6,8 @@
 #   2. the Spring Boot jar extracted (`-Djarmode=tools extract`) into
 #      .tools/java/spring-cloud-gateway/app: the application jar plus lib/, what a CDS archive needs;
 #   3. a class-data-sharing archive (AppCDS, app/app.jsa) from a training run that starts the
-#      Spring context and exits (`-Dspring.context.exit=onRefresh`): no port, no Redis.
+#      Spring context and exits (`-Dspring.context.exit=onRefresh`): no port, no Redis
+#      (cds-archive.sh, which the Dockerfile's runtime stage runs too).
 # The manifest runs `java` from PATH, so this uses the same one (the archive is only good
 # for the exact JVM that made it; with another, the JVM warns and starts without it).
 set -euo pipefail
@@ -19,9 +20,6 @@ APP=$OUT/app
 JAR=$APP/failmode-spring-cloud-gateway.jar
 JSA=$APP/app.jsa
 STAMP=$JAR.sha256
-# The flags of the training run: the archive's class paths and GC must match the manifest's
-# start command (target.toml).
-TRAIN_FLAGS=(-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xmx64m -XX:MaxMetaspaceSize=96m)
 
 JAVA=$(command -v java || true)
 if [ -z "$JAVA" ]; then
@@ -44,7 +42,7 @@ if ! command -v mvn >/dev/null 2>&1; then
 fi
 
 java_version=$("$JAVA" -version 2>&1 | tr '\n' ' ')
-digest=$({ echo "$java_version"; cd "$SRC" && find pom.xml build.sh src -type f -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -d' ' -f1)
+digest=$({ echo "$java_version"; cd "$SRC" && find pom.xml build.sh cds-archive.sh src -type f -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -d' ' -f1)
 if [ -f "$JAR" ] && [ -f "$JSA" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$digest" ]; then
   say "$JAR is current"
   exit 0
@@ -62,19 +60,7 @@ rm -rf "$APP"
 "$JAVA" -Djarmode=tools -jar "$OUT/maven/failmode-spring-cloud-gateway.jar" extract --destination "$APP" >/dev/null
 
 say "making the class-data-sharing archive $JSA (a training run of the Spring context)"
-train_log=$OUT/cds-training.log
-if ! env -i PATH="$PATH" \
-    FAILMODE_BIND=127.0.0.1 FAILMODE_PORT=1 FAILMODE_REDIS_URL=redis://127.0.0.1:1 \
-    FAILMODE_INSTANCE_ID=cds-training FAILMODE_INSTANCE_COUNT=1 FAILMODE_LIMIT=50 FAILMODE_WINDOW_MS=1000 \
-    FAILMODE_CALLER_HEADER=x-caller SCG_DENY_EMPTY_KEY=true SCG_EMPTY_KEY_STATUS=BAD_REQUEST \
-    LETTUCE_COMMAND_TIMEOUT_MS=20 LETTUCE_CONNECT_TIMEOUT_MS=1000 LETTUCE_DISCONNECTED_BEHAVIOR=REJECT_COMMANDS \
-    FAILMODE_LOG_STACK_TRACES=false \
-    "$JAVA" "${TRAIN_FLAGS[@]}" -XX:ArchiveClassesAtExit="$JSA" -Dspring.context.exit=onRefresh \
-    -jar "$JAR" >"$train_log" 2>&1 || [ ! -s "$JSA" ]; then
-  tail -n 20 "$train_log" >&2
-  say "the training run failed or wrote no archive (log: $train_log)"
-  exit 1
-fi
+"$SRC/cds-archive.sh" "$OUT/cds-training.log"
 
 echo "$digest" >"$STAMP"
 say "built $JAR and $JSA"

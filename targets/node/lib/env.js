@@ -84,8 +84,13 @@ export function readCommon(env) {
   if (common.port !== undefined && common.port > 65535) {
     env.refuse(`FAILMODE_PORT=${common.port} is not a TCP port`);
   }
-  if (common.bind !== undefined && common.bind !== '127.0.0.1') {
-    env.refuse(`FAILMODE_BIND=${JSON.stringify(common.bind)}: failmode targets listen on 127.0.0.1 only`);
+  // 127.0.0.1 as failmode starts it; 0.0.0.0 only as the container image sets it
+  // (targets/node/Dockerfile: docker-compose.yml publishes the port on the host's loopback).
+  if (common.bind !== undefined && common.bind !== '127.0.0.1' && common.bind !== '0.0.0.0') {
+    env.refuse(
+      `FAILMODE_BIND=${JSON.stringify(common.bind)}: failmode targets listen on 127.0.0.1 ` +
+        '(or 0.0.0.0 inside their container image) only',
+    );
   }
   if (common.redisUrl !== undefined && !/^redis:\/\//.test(common.redisUrl)) {
     env.refuse(`FAILMODE_REDIS_URL=${JSON.stringify(common.redisUrl)} must be a redis:// URL`);

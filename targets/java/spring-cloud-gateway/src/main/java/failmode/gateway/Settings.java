@@ -49,9 +49,12 @@ record Settings(String bind, int port, String redisUrl, String instanceId, int i
 		List<String> problems = new ArrayList<>();
 		Reader r = new Reader(env, problems);
 
+		// 127.0.0.1 as failmode starts it; 0.0.0.0 only as the container image sets it
+		// (targets/java/spring-cloud-gateway/Dockerfile: docker-compose.yml publishes the port
+		// on the host's loopback).
 		String bind = r.text("FAILMODE_BIND");
-		if (bind != null && !bind.equals("127.0.0.1")) {
-			problems.add("FAILMODE_BIND=\"" + bind + "\": must be 127.0.0.1");
+		if (bind != null && !bind.equals("127.0.0.1") && !bind.equals("0.0.0.0")) {
+			problems.add("FAILMODE_BIND=\"" + bind + "\": must be 127.0.0.1 (or 0.0.0.0 inside the container image)");
 		}
 		long port = r.whole("FAILMODE_PORT", 1, 65535);
 		String redisUrl = r.text("FAILMODE_REDIS_URL");
