@@ -102,8 +102,8 @@ enum FaultsCommand {
     /// shared start time: the fault driver for workers that all run with --no-faults. Writes a
     /// results folder for `failmode merge`.
     Play {
-        /// A scenario name from scenarios/ or a path to a TOML file.
-        scenario: String,
+        #[command(flatten)]
+        run: ScenarioArgs,
         /// The deployment file the workers attach with.
         #[arg(long, value_name = "DEPLOYMENT.toml")]
         attach: PathBuf,
@@ -113,15 +113,6 @@ enum FaultsCommand {
         /// When the workers start (as their --start-at).
         #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
         start_at: SystemTime,
-        /// As the workers' --seed.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// As the workers' --duration-scale.
-        #[arg(long, default_value_t = 1.0)]
-        duration_scale: f64,
-        /// Write the results here instead of results/<scenario>/<timestamp>/.
-        #[arg(long)]
-        out: Option<PathBuf>,
     },
 }
 
@@ -185,13 +176,11 @@ struct GateArgs {
     gates: Option<PathBuf>,
 }
 
+/// The scenario as a run plays it: which, its seed, its time scale, where its results go.
 #[derive(Debug, clap::Args)]
-struct RunArgs {
+struct ScenarioArgs {
     /// A scenario name from scenarios/ (e.g. slow-redis) or a path to a TOML file.
     scenario: String,
-    /// Run these targets instead of the scenario's (comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    targets: Option<Vec<String>>,
     /// Seed for arrival schedules and Toxiproxy's randomness (default: the scenario's).
     #[arg(long)]
     seed: Option<u64>,
@@ -201,6 +190,29 @@ struct RunArgs {
     /// Write the results here instead of results/<scenario>/<timestamp>/.
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+impl ScenarioArgs {
+    /// The scenario found, seeded and scaled as asked.
+    fn scenario(&self, root: &std::path::Path) -> anyhow::Result<Scenario> {
+        if !(self.duration_scale.is_finite() && self.duration_scale > 0.0) {
+            anyhow::bail!("--duration-scale must be a number greater than zero");
+        }
+        let mut scenario = Scenario::find(&self.scenario, &root.join("scenarios"))?;
+        if let Some(seed) = self.seed {
+            scenario.seed = seed;
+        }
+        Ok(scenario.scaled(self.duration_scale))
+    }
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    run: ScenarioArgs,
+    /// Run these targets instead of the scenario's (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    targets: Option<Vec<String>>,
     /// Skip the targets' build commands (they must already be built).
     #[arg(long)]
     no_build: bool,
@@ -365,31 +377,22 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(exit_code(if result.partial { 130 } else { 0 }))
         }
         Command::Faults(FaultsCommand::Play {
-            scenario,
+            run: args,
             attach,
             allow_remote,
             start_at,
-            seed,
-            duration_scale,
-            out,
         }) => {
-            if !(duration_scale.is_finite() && duration_scale > 0.0) {
-                anyhow::bail!("--duration-scale must be a number greater than zero");
-            }
+            let scenario = args.scenario(&root)?;
             let deployment = Deployment::read(&attach, allow_remote)?;
-            let mut scenario = Scenario::find(&scenario, &root.join("scenarios"))?;
-            if let Some(seed) = seed {
-                scenario.seed = seed;
-            }
             let interrupt = CancellationToken::new();
             tokio::spawn(watch_signals(interrupt.clone()));
             let options = RunOptions {
                 results_root: root.join("results"),
                 root: root.clone(),
-                scenario: scenario.scaled(duration_scale),
-                duration_scale,
+                scenario,
+                duration_scale: args.duration_scale,
                 targets: None,
-                out,
+                out: args.out,
                 build: false,
                 attach: Some(deployment),
                 worker: Some(Worker {
@@ -417,9 +420,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             gate(&args.results, gates)
         }
         Command::Run(args) => {
-            if !(args.duration_scale.is_finite() && args.duration_scale > 0.0) {
-                anyhow::bail!("--duration-scale must be a number greater than zero");
-            }
+            let scenario = args.run.scenario(&root)?;
             if args.repeat == 0 {
                 anyhow::bail!("--repeat must be at least 1");
             }
@@ -447,18 +448,13 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     "--batch and --repeat cannot be combined yet: run the batches once per repeat"
                 );
             }
-            let mut scenario = Scenario::find(&args.scenario, &root.join("scenarios"))?;
-            if let Some(seed) = args.seed {
-                scenario.seed = seed;
-            }
-            let scenario = scenario.scaled(args.duration_scale);
             let interrupt = CancellationToken::new();
             tokio::spawn(watch_signals(interrupt.clone()));
             let say = Say::new();
             let results_root = root.join("results");
             // Repeats go to run-1/, run-2/, … of one folder, which `compare` reads as one set.
             let repeat_folder = (args.repeat > 1).then(|| {
-                args.out.clone().unwrap_or_else(|| {
+                args.run.out.clone().unwrap_or_else(|| {
                     results_root
                         .join(&scenario.name)
                         .join(timestamp(std::time::SystemTime::now()))
@@ -473,11 +469,11 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     results_root: results_root.clone(),
                     root: root.clone(),
                     scenario: scenario.clone(),
-                    duration_scale: args.duration_scale,
+                    duration_scale: args.run.duration_scale,
                     targets: args.targets.clone(),
                     out: match &repeat_folder {
                         Some(folder) => Some(folder.join(format!("run-{k}"))),
-                        None => args.out.clone(),
+                        None => args.run.out.clone(),
                     },
                     // Building once is enough.
                     build: !args.no_build && k == 1,
@@ -506,7 +502,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 anyhow::bail!("no run took place");
             };
             if let Some(folder) = &repeat_folder
-                && args.out.is_none()
+                && args.run.out.is_none()
             {
                 let latest = results_root.join("latest");
                 let _ = std::fs::remove_file(&latest);

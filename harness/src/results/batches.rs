@@ -87,12 +87,7 @@ pub fn join(parts: Vec<RunResult>) -> Result<RunResult, JoinError> {
             .push(part.targets.iter().map(|t| t.name.clone()).collect());
         joined.duration_s = joined.duration_s.max(part.duration_s);
         joined.partial |= part.partial;
-        joined.load.scheduled += part.load.scheduled;
-        joined.load.sent += part.load.sent;
-        joined.load.dropped += part.load.dropped;
-        joined.load.cancelled += part.load.cancelled;
-        joined.load.retries += part.load.retries;
-        joined.load.throttled += part.load.throttled;
+        joined.load.add(&part.load);
         joined
             .notes
             .extend(part.notes.iter().map(|n| format!("batch {index}: {n}")));

@@ -373,13 +373,7 @@ pub fn merge(
                 path: part.path.clone(),
                 source,
             })?;
-        let l = &part.run.load;
-        load.scheduled += l.scheduled;
-        load.sent += l.sent;
-        load.dropped += l.dropped;
-        load.cancelled += l.cancelled;
-        load.retries += l.retries;
-        load.throttled += l.throttled;
+        load.add(&part.run.load);
     }
 
     // The facts of the shared targets: from the process that played the faults (or the

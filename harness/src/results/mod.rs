@@ -133,6 +133,18 @@ pub struct LoadTotals {
     pub throttled: u64,
 }
 
+impl LoadTotals {
+    /// Adds another part's totals (a batch's, a worker's).
+    pub fn add(&mut self, other: &LoadTotals) {
+        self.scheduled += other.scheduled;
+        self.sent += other.sent;
+        self.dropped += other.dropped;
+        self.cancelled += other.cancelled;
+        self.retries += other.retries;
+        self.throttled += other.throttled;
+    }
+}
+
 /// The whole `run.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
