@@ -1,7 +1,9 @@
 //! Child processes the harness starts: redis-server, toxiproxy-server, target instances.
 //! Each runs in its own process group, logs to a file the caller names, and is killed with
-//! its whole group when dropped.
+//! its whole group when dropped. And the container images a run in containers would start,
+//! pinned (`images`).
 
+pub mod images;
 pub mod process;
 pub mod redis;
 pub mod toxiproxy_server;
