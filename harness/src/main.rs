@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use failmode::deployment::Deployment;
 use failmode::faults::redis_native::unpause;
 use failmode::faults::toxiproxy::Toxiproxy;
-use failmode::infra::workspace_root;
+use failmode::infra::{Infra, workspace_root};
 use failmode::results::folder::timestamp;
 use failmode::run::progress::Say;
 use failmode::run::world::undo_on;
@@ -166,6 +166,10 @@ struct RunArgs {
     /// With --attach: allow addresses that are not this machine's loopback.
     #[arg(long)]
     allow_remote: bool,
+    /// What Redis and Toxiproxy run as: `local` child processes, or `docker` containers (needs
+    /// a Docker daemon on this machine and a failmode built with `--features docker`).
+    #[arg(long, default_value_t = Infra::Local, value_name = "local|docker")]
+    infra: Infra,
 }
 
 fn exit_code(code: u8) -> ExitCode {
@@ -312,6 +316,11 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             if args.batch == Some(0) {
                 anyhow::bail!("--batch must be at least 1");
             }
+            // Before anything else is read: a binary that cannot start the asked backend.
+            args.infra.check_built()?;
+            if args.attach.is_some() && args.infra != Infra::Local {
+                anyhow::bail!(RunError::InfraWithAttach);
+            }
             let attach = match &args.attach {
                 Some(path) => {
                     if args.batch.is_some() || args.targets.is_some() {
@@ -367,6 +376,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     // Building once is enough.
                     build: !args.no_build && k == 1,
                     attach: attach.clone(),
+                    infra: args.infra,
                 };
                 let outcome = match args.batch {
                     Some(size) => run_in_batches(options, size, interrupt.clone(), &say).await,

@@ -110,6 +110,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
             out: Some(out.path().join("run")),
             build: true,
             attach: None,
+            infra: failmode::infra::Infra::Local,
         },
         CancellationToken::new(),
         &Say::default(),
@@ -420,6 +421,7 @@ fn stub_options(ws: &Path) -> RunOptions {
         out: None,
         build: false,
         attach: None,
+        infra: failmode::infra::Infra::Local,
     }
 }
 
@@ -579,6 +581,7 @@ end = "6s"
             out: Some(folder.clone()),
             build: true,
             attach: None,
+            infra: failmode::infra::Infra::Local,
         },
         2,
         CancellationToken::new(),
