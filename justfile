@@ -50,14 +50,18 @@ build:
     cargo build --release --quiet -p failmode -p failmode-reference
 
 # The whole test suite: lints, unit, property and integration tests (real redis-server and
-# Toxiproxy). The harness's end-to-end tests run the release reference, built first.
+# Toxiproxy). The harness's end-to-end tests run the release reference, built first. Then the
+# container tests where a Docker daemon answers (scripts/docker-tests.sh says when they're skipped).
 test: setup lint build
     cargo test --workspace
+    scripts/docker-tests.sh
 
-# Formatting and clippy, as CI runs them.
+# Formatting and clippy, as CI runs them; clippy also with the `docker` feature (`--infra docker`),
+# which CI compiles and lints with no daemon to run it.
 lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy -p failmode --features docker --all-targets -- -D warnings
 
 # Benchmark the reference limiter: healthy decision vs a no-limit route, and with Redis hung.
 bench-reference *ARGS: setup

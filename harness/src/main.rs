@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use failmode::deployment::Deployment;
 use failmode::faults::redis_native::unpause;
 use failmode::faults::toxiproxy::Toxiproxy;
-use failmode::infra::workspace_root;
+use failmode::infra::{Infra, workspace_root};
 use failmode::load::Share;
 use failmode::results::folder::timestamp;
 use failmode::results::{RunResult, Worker};
@@ -235,6 +235,10 @@ struct RunArgs {
     /// With --attach: allow addresses that are not this machine's loopback.
     #[arg(long)]
     allow_remote: bool,
+    /// What Redis and Toxiproxy run as: `local` child processes, or `docker` containers (needs
+    /// a Docker daemon on this machine and a failmode built with `--features docker`).
+    #[arg(long, default_value_t = Infra::Local, value_name = "local|docker")]
+    infra: Infra,
     #[command(flatten)]
     workers: WorkerArgs,
 }
@@ -395,6 +399,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 out: args.out,
                 build: false,
                 attach: Some(deployment),
+                infra: Infra::Local,
                 worker: Some(Worker {
                     share: Share { index: 0, count: 0 },
                     start_at_ms: millis_since_epoch(start_at),
@@ -426,6 +431,11 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             if args.batch == Some(0) {
                 anyhow::bail!("--batch must be at least 1");
+            }
+            // Before anything else is read: a binary that cannot start the asked backend.
+            args.infra.check_built()?;
+            if args.attach.is_some() && args.infra != Infra::Local {
+                anyhow::bail!(RunError::InfraWithAttach);
             }
             let attach = match &args.attach {
                 Some(path) => {
@@ -478,6 +488,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     // Building once is enough.
                     build: !args.no_build && k == 1,
                     attach: attach.clone(),
+                    infra: args.infra,
                     worker,
                 };
                 let outcome = match args.batch {

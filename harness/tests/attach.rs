@@ -52,6 +52,7 @@ fn options(scenario: &str, d: &ByHand, out: &std::path::Path) -> RunOptions {
         out: Some(out.join("run")),
         build: true,
         attach: Some(d.deployment.clone()),
+        infra: failmode::infra::Infra::Local,
         worker: None,
     }
 }

@@ -37,6 +37,7 @@ async fn run_scaled(name: &str, targets: &[&str]) -> (RunResult, Vec<SeriesRow>)
             out: Some(folder.clone()),
             build: true,
             attach: None,
+            infra: failmode::infra::Infra::Local,
             worker: None,
         },
         CancellationToken::new(),

@@ -242,6 +242,7 @@ async fn run_with(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDi
             // Built just above, one build at a time.
             build: false,
             attach: None,
+            infra: failmode::infra::Infra::Local,
             worker: None,
         },
         CancellationToken::new(),

@@ -110,6 +110,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
             out: Some(out.path().join("run")),
             build: true,
             attach: None,
+            infra: failmode::infra::Infra::Local,
             worker: None,
         },
         CancellationToken::new(),
@@ -416,6 +417,7 @@ fn stub_options(ws: &Path) -> RunOptions {
         out: None,
         build: false,
         attach: None,
+        infra: failmode::infra::Infra::Local,
         worker: None,
     }
 }
@@ -576,6 +578,7 @@ end = "6s"
             out: Some(folder.clone()),
             build: true,
             attach: None,
+            infra: failmode::infra::Infra::Local,
             worker: None,
         },
         2,

@@ -247,6 +247,13 @@ impl Fault {
         )
     }
 
+    /// Signals the target's redis-server process itself (SIGSTOP, SIGKILL and a new process on
+    /// the same port), which only a Redis failmode runs as its child process has: not an
+    /// attached deployment's, not one in a container (`--infra docker`).
+    pub fn needs_redis_process(&self) -> bool {
+        matches!(self, Self::Stall {} | Self::RedisRestart { .. })
+    }
+
     /// Starts or stops the target's instances.
     pub fn changes_topology(&self) -> bool {
         matches!(self, Self::Scale { .. } | Self::KillInstance { .. })
@@ -407,6 +414,31 @@ mod tests {
         assert!(parse(r#"faults = [{ type = "gremlins" }]"#).is_err());
         assert!(parse(r#"faults = [{ type = "down", for = "3s" }]"#).is_err());
         assert!(parse(r#"faults = [{ type = "latency", latency_ms = 40, colour = 1 }]"#).is_err());
+    }
+
+    #[test]
+    fn only_stall_and_redis_restart_need_failmodes_own_redis_process() {
+        let faults = parse(
+            r#"faults = [
+                { type = "down" }, { type = "hang" }, { type = "flap", period = "4s", down = "1s" },
+                { type = "latency", latency_ms = 40 }, { type = "stall" }, { type = "redis-restart" },
+                { type = "client-pause" }, { type = "noisy-neighbour" }, { type = "eviction" },
+                { type = "scale", to = 2 }, { type = "kill-instance" },
+            ]"#,
+        )
+        .unwrap();
+        let needing: Vec<String> = faults
+            .iter()
+            .filter(|f| f.needs_redis_process())
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            needing,
+            [
+                "stall (redis-server stopped)",
+                "redis-restart (killed, started again empty)"
+            ]
+        );
     }
 
     #[test]

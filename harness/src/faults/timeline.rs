@@ -51,10 +51,11 @@ enum Op {
 pub struct Player {
     toxiproxy: Toxiproxy,
     proxies: Vec<String>,
-    /// Per proxy, failmode's own redis-server behind it, for the faults inside Redis.
+    /// Per proxy, failmode's own redis-server process behind it, for the faults that signal
+    /// it (`stall`, `redis-restart`).
     redis: Vec<Option<(SharedRedis, SocketAddr)>>,
-    /// Per proxy, the Redis behind it as `CLIENT PAUSE` reaches it: failmode's own, or an
-    /// attached deployment's.
+    /// Per proxy, the Redis behind it as the faults that are commands reach it: failmode's own
+    /// process or container, or an attached deployment's (which takes only `CLIENT PAUSE`).
     redis_addrs: Vec<Option<SocketAddr>>,
     /// What `eviction` changed on each Redis, to put back at its end.
     saved_memory: Arc<std::sync::Mutex<Vec<Option<MemorySettings>>>>,
@@ -192,11 +193,11 @@ impl Step<'_> {
                 done.commands += 1;
             }
             (Fault::NoisyNeighbour { keys, .. }, Op::Apply) => {
-                redis_native::fill_neighbour(self.redis(fault)?.1, *keys).await?;
+                redis_native::fill_neighbour(self.redis_addr(fault)?, *keys).await?;
                 done.commands += keys.div_ceil(1_000);
             }
             (Fault::NoisyNeighbour { .. }, Op::Remove) => {
-                redis_native::clear_neighbour(self.redis(fault)?.1).await?;
+                redis_native::clear_neighbour(self.redis_addr(fault)?).await?;
                 done.commands += 1;
             }
             (
@@ -207,18 +208,18 @@ impl Step<'_> {
                 },
                 Op::Apply,
             ) => {
-                let (_, addr) = self.redis(fault)?;
-                let saved = redis_native::squeeze_memory(*addr, policy, *headroom_bytes).await?;
+                let addr = self.redis_addr(fault)?;
+                let saved = redis_native::squeeze_memory(addr, policy, *headroom_bytes).await?;
                 done.commands += 6;
                 self.saved_memory.lock().unwrap_or_else(|e| e.into_inner())[self.slot] =
                     Some(saved);
             }
             (Fault::Eviction { .. }, Op::Remove) => {
-                let (_, addr) = self.redis(fault)?;
+                let addr = self.redis_addr(fault)?;
                 let saved =
                     self.saved_memory.lock().unwrap_or_else(|e| e.into_inner())[self.slot].take();
                 if let Some(saved) = saved {
-                    let evicted = redis_native::release_memory(*addr, &saved).await?;
+                    let evicted = redis_native::release_memory(addr, &saved).await?;
                     done.commands += 6;
                     done.reports.push(format!(
                         "eviction: {evicted} keys evicted (INFO evicted_keys); maxmemory {} \
@@ -282,8 +283,8 @@ impl Player {
         self
     }
 
-    /// Each target's Redis by address only (an attached deployment's): `CLIENT PAUSE`
-    /// reaches it; the faults that need failmode's own process do not.
+    /// Each target's Redis by address only (a container's, an attached deployment's): the
+    /// faults that are commands reach it; those that need failmode's own process do not.
     pub fn with_redis_addrs(mut self, addrs: Vec<Option<SocketAddr>>) -> Self {
         self.redis_addrs = addrs;
         self
@@ -385,8 +386,8 @@ impl Player {
                 .await;
         }
         let mut tasks = JoinSet::new();
-        for (slot, redis) in self.redis.iter().enumerate() {
-            let Some((_, addr)) = redis else { continue };
+        for (slot, addr) in self.redis_addrs.iter().enumerate() {
+            let Some(addr) = addr else { continue };
             let (fault, addr, cancel) = (fault.clone(), *addr, cancel.clone());
             tasks.spawn(async move {
                 let mut done = Done::default();

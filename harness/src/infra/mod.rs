@@ -1,11 +1,18 @@
-//! Child processes the harness starts: redis-server, toxiproxy-server, target instances.
-//! Each runs in its own process group, logs to a file the caller names, and is killed with
-//! its whole group when dropped.
+//! What a run's Redis and Toxiproxy run as: child processes the harness starts (redis-server,
+//! toxiproxy-server; the target instances too), each in its own process group, logging to a
+//! file the caller names and killed with its whole group when dropped; or, with the cargo
+//! feature `docker` and `--infra docker`, containers at the pinned images (`containers`,
+//! `images`).
 
+pub mod backend;
+#[cfg(feature = "docker")]
+pub mod containers;
+pub mod images;
 pub mod process;
 pub mod redis;
 pub mod toxiproxy_server;
 
+pub use backend::{DockerNotBuilt, Infra};
 pub use process::{
     ChildProcess, InfraError, LogExcerpt, free_port, locate, wait_for_tcp, workspace_root,
 };

@@ -318,14 +318,17 @@ mod tests {
 
     #[test]
     fn a_zero_or_invalid_rate_schedules_nothing() {
+        // Typed: with the `docker` feature, the `time` crate adds a second `PartialEq` for
+        // `Duration`, and an untyped `vec![]` no longer infers.
+        let nothing: Vec<Duration> = Vec::new();
         for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             assert_eq!(
                 offsets(1, rate, Arrival::Poisson, Duration::from_secs(1)),
-                vec![]
+                nothing
             );
             assert_eq!(
                 offsets(1, rate, Arrival::Uniform, Duration::from_secs(1)),
-                vec![]
+                nothing
             );
         }
     }

@@ -16,7 +16,7 @@ use crate::faults::Fault;
 use crate::faults::timeline::{Outcome, Player, sleep_until};
 use crate::faults::toxiproxy::ToxiproxyError;
 use crate::infra::process::{Exit, describe_status, exit_of, last_lines};
-use crate::infra::{InfraError, locate};
+use crate::infra::{Infra, InfraError, locate};
 use crate::load::{self, LoadPlan, TargetPlan};
 use crate::metrics::{Collector, Shape};
 use crate::results::folder::RunFolder;
@@ -67,6 +67,22 @@ pub enum RunError {
          the others stop, kill or restart failmode's own processes or write to the Redis"
     )]
     NotAttachable { phase: String, fault: String },
+    #[error(transparent)]
+    DockerNotBuilt(#[from] crate::infra::DockerNotBuilt),
+    #[error(
+        "--infra docker starts Redis and Toxiproxy in containers and --attach starts nothing: \
+         they cannot be combined"
+    )]
+    InfraWithAttach,
+    #[error(
+        "phase {phase:?}'s fault `{fault}` cannot be played with --infra docker: it signals \
+         failmode's own redis-server process, which is a container's there; run it with \
+         --infra local"
+    )]
+    NotInContainers { phase: String, fault: String },
+    #[cfg(feature = "docker")]
+    #[error(transparent)]
+    Containers(#[from] crate::infra::containers::ContainerError),
     #[error(
         "attached proxy {proxy:?} {problem}: run `failmode faults reset --attach {deployment}` \
          (or fix it) first"
@@ -102,6 +118,8 @@ pub struct RunOptions {
     /// Attach to this deployment instead of starting one: its targets replace the
     /// scenario's.
     pub attach: Option<crate::deployment::Deployment>,
+    /// What Redis and Toxiproxy run as when the run starts them (not attached).
+    pub infra: Infra,
     /// One of several processes sending the load together (attached only): its share, the
     /// shared start, whether it plays the faults.
     pub worker: Option<Worker>,
@@ -141,6 +159,33 @@ fn required(program: &str, hint: &str) -> Result<(), InfraError> {
     }
 }
 
+/// The first fault of the scenario `allowed` refuses, as (phase, fault).
+fn first_refused(
+    scenario: &Scenario,
+    allowed: impl Fn(&Fault) -> bool,
+) -> Option<(String, String)> {
+    scenario.phases.iter().find_map(|phase| {
+        phase
+            .faults
+            .iter()
+            .find(|f| !allowed(f))
+            .map(|f| (phase.name.clone(), f.to_string()))
+    })
+}
+
+/// Why `infra` refuses this run, checked before anything starts: a backend this binary lacks,
+/// or in containers a fault that needs failmode's own redis-server process.
+fn infra_refusal(infra: Infra, scenario: &Scenario) -> Option<RunError> {
+    if let Err(e) = infra.check_built() {
+        return Some(e.into());
+    }
+    if infra != Infra::Docker {
+        return None;
+    }
+    first_refused(scenario, |f| !f.needs_redis_process())
+        .map(|(phase, fault)| RunError::NotInContainers { phase, fault })
+}
+
 fn git_revision(root: &Path) -> Option<String> {
     let out = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
@@ -178,14 +223,12 @@ pub async fn run(
     };
     let defs = manifest::select(&all, &names)?;
     if let Some(deployment) = &opts.attach {
+        if opts.infra != Infra::Local {
+            return Err(RunError::InfraWithAttach);
+        }
         // Refused before anything is sent: a fault the deployment cannot take.
-        for phase in &scenario.phases {
-            if let Some(fault) = phase.faults.iter().find(|f| !f.attachable()) {
-                return Err(RunError::NotAttachable {
-                    phase: phase.name.clone(),
-                    fault: fault.to_string(),
-                });
-            }
+        if let Some((phase, fault)) = first_refused(&scenario, Fault::attachable) {
+            return Err(RunError::NotAttachable { phase, fault });
         }
         say.line("attached: failmode starts nothing; it will touch only this:");
         for line in deployment.describe() {
@@ -196,7 +239,7 @@ pub async fn run(
              --attach {}",
             deployment.path.display()
         ));
-    } else {
+    } else if opts.infra == Infra::Local {
         required(
             "redis-server",
             "run `just setup` (installs Debian's redis-server package)",
@@ -205,6 +248,8 @@ pub async fn run(
             "toxiproxy-server",
             "run `just setup` (go install of github.com/Shopify/toxiproxy/v2/cmd/server, pinned, into .tools/bin)",
         )?;
+    } else if let Some(refusal) = infra_refusal(opts.infra, &scenario) {
+        return Err(refusal);
     }
 
     let started_at = SystemTime::now();
@@ -228,7 +273,7 @@ pub async fn run(
         w = async {
             match &opts.attach {
                 Some(deployment) => World::attach(deployment, &defs).await,
-                None => World::start(&scenario, &defs, &opts.root, &logs, |m| say.line(m)).await,
+                None => start_world(opts.infra, &scenario, &defs, &opts.root, &logs, say).await,
             }
         } => Some(w),
     };
@@ -397,6 +442,15 @@ pub async fn run(
             "attached to the deployment in {}: nothing was started, its targets' settings are \
              its own",
             deployment.path.display()
+        ));
+    } else if opts.infra == Infra::Docker {
+        use crate::infra::images::{REDIS_IMAGE, REDIS_TAG, TOXIPROXY_IMAGE, TOXIPROXY_TAG};
+        // Docker's port forwarding is on every Redis call: a reader comparing with a local run
+        // must know.
+        notes.push(format!(
+            "Redis and Toxiproxy ran as containers ({REDIS_IMAGE}:{REDIS_TAG}, \
+             {TOXIPROXY_IMAGE}:{TOXIPROXY_TAG}) reached through Docker's published ports; the \
+             instances ran as child processes"
         ));
     }
     if let Some(w) = &opts.worker {
@@ -587,6 +641,26 @@ pub async fn run_in_batches(
         say.line(&format!("warning: no report.html: {e}"));
     }
     Ok(RunOutcome { folder, result })
+}
+
+/// Starts the world on `infra`, which [`infra_refusal`] accepted.
+async fn start_world(
+    infra: Infra,
+    scenario: &Scenario,
+    defs: &[targets::TargetDef],
+    root: &Path,
+    logs: &Path,
+    say: &Say,
+) -> Result<World, RunError> {
+    match infra {
+        Infra::Local => World::start(scenario, defs, root, logs, |m| say.line(m)).await,
+        #[cfg(feature = "docker")]
+        Infra::Docker => {
+            World::start_in_containers(scenario, defs, root, logs, |m| say.line(m)).await
+        }
+        #[cfg(not(feature = "docker"))]
+        Infra::Docker => Err(crate::infra::DockerNotBuilt.into()),
+    }
 }
 
 fn since(start: Instant, at: Instant) -> f64 {
@@ -981,5 +1055,92 @@ mod tests {
         child.wait().await.unwrap();
         assert_eq!(death_of(pid).as_deref(), Some("is gone"));
         assert_eq!(death_of(u32::MAX).as_deref(), Some("is gone"));
+    }
+
+    fn scenario(faults: &str) -> Scenario {
+        let text = format!(
+            r#"
+name = "infra-check"
+[policy]
+limit = 50
+window = "1s"
+[[tenants]]
+name = "acme"
+rate = 10
+[[targets]]
+name = "reference"
+[[phases]]
+name = "steady"
+start = "0s"
+end = "1s"
+[[phases]]
+name = "fault"
+start = "1s"
+end = "2s"
+faults = [{faults}]
+"#
+        );
+        Scenario::parse(&text, "infra-check.toml").unwrap()
+    }
+
+    #[test]
+    fn in_containers_only_the_faults_on_failmodes_own_redis_process_are_refused() {
+        let playable = scenario(
+            r#"{ type = "down" }, { type = "hang" }, { type = "flap", period = "1s", down = "200ms" },
+               { type = "latency", latency_ms = 5 }, { type = "client-pause" },
+               { type = "noisy-neighbour" }, { type = "eviction" }, { type = "scale", to = 2 },
+               { type = "kill-instance" }"#,
+        );
+        assert!(infra_refusal(Infra::Local, &playable).is_none());
+        for fault in [r#"{ type = "stall" }"#, r#"{ type = "redis-restart" }"#] {
+            let refused = scenario(&format!(r#"{{ type = "down" }}, {fault}"#));
+            assert!(infra_refusal(Infra::Local, &refused).is_none());
+            match infra_refusal(Infra::Docker, &refused) {
+                Some(RunError::NotInContainers { phase, fault }) if cfg!(feature = "docker") => {
+                    assert_eq!(phase, "fault");
+                    assert!(
+                        fault.starts_with("stall") || fault.starts_with("redis-restart"),
+                        "{fault}"
+                    );
+                }
+                Some(RunError::DockerNotBuilt(_)) if cfg!(not(feature = "docker")) => {}
+                other => panic!("{fault}: {other:?}"),
+            }
+        }
+        match infra_refusal(Infra::Docker, &playable) {
+            None if cfg!(feature = "docker") => {}
+            Some(RunError::DockerNotBuilt(_)) if cfg!(not(feature = "docker")) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fault_docker_cannot_play_is_refused_before_anything_is_started_or_written() {
+        let out = tempfile::tempdir().unwrap();
+        let opts = RunOptions {
+            root: crate::infra::workspace_root(),
+            results_root: out.path().to_owned(),
+            scenario: scenario(r#"{ type = "stall" }"#),
+            duration_scale: 1.0,
+            targets: None,
+            out: None,
+            build: false,
+            attach: None,
+            infra: Infra::Docker,
+            worker: None,
+        };
+        let error = run(opts, CancellationToken::new(), &Say::default())
+            .await
+            .unwrap_err();
+        let text = error.to_string();
+        if cfg!(feature = "docker") {
+            assert!(
+                text.contains("stall") && text.contains("--infra local"),
+                "{text}"
+            );
+        } else {
+            assert!(text.contains(crate::infra::backend::DOCKER_BUILD), "{text}");
+        }
+        assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
     }
 }

@@ -1,7 +1,9 @@
 //! The world one run builds, per target and isolated from the others: its own redis-server,
 //! its own Toxiproxy proxy in front of it, and N instances whose `REDIS_URL` points at the
-//! proxy. One Toxiproxy server serves every proxy. Or, attached (`--attach`), a deployment
-//! that already runs: nothing started, and at the end only what the run itself did is undone.
+//! proxy. One Toxiproxy server serves every proxy. Redis and Toxiproxy are child processes,
+//! or containers (`--infra docker`, `infra::containers`); the instances are child
+//! processes either way. Or, attached (`--attach`), a deployment that already runs: nothing
+//! started, and at the end only what the run itself did is undone.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -83,10 +85,33 @@ impl TargetWorld {
 /// group; `stop` is the orderly way.
 #[derive(Debug)]
 pub struct World {
-    /// None when attached.
+    /// None when attached or in containers.
     pub toxiproxy_server: Option<ToxiproxyServer>,
+    /// The Redis and Toxiproxy containers (`--infra docker`); removed when dropped.
+    #[cfg(feature = "docker")]
+    pub containers: Option<crate::infra::containers::Containers>,
     pub toxiproxy: Toxiproxy,
     pub targets: Vec<TargetWorld>,
+}
+
+/// What starting each target's instances takes from the run.
+struct Launch<'a> {
+    scenario: &'a Scenario,
+    root: &'a Path,
+    log_dir: &'a Path,
+    http: reqwest::Client,
+}
+
+impl Launch<'_> {
+    /// The target's instance count: the scenario's, or its manifest's default.
+    fn instances(&self, def: &TargetDef) -> u32 {
+        self.scenario
+            .targets
+            .iter()
+            .find(|t| t.name == def.name)
+            .and_then(|t| t.instances)
+            .unwrap_or(def.default_instances)
+    }
 }
 
 impl World {
@@ -103,18 +128,23 @@ impl World {
         let toxiproxy = Toxiproxy::new(toxiproxy_server.api_addr());
         let mut world = Self {
             toxiproxy_server: Some(toxiproxy_server),
+            #[cfg(feature = "docker")]
+            containers: None,
             toxiproxy,
             targets: Vec::new(),
         };
-        let http = reqwest::Client::new();
+        let launch = Launch {
+            scenario,
+            root,
+            log_dir,
+            http: reqwest::Client::new(),
+        };
         for def in defs {
-            let count = scenario
-                .targets
-                .iter()
-                .find(|t| t.name == def.name)
-                .and_then(|t| t.instances)
-                .unwrap_or(def.default_instances);
-            on_progress(&format!("starting {} ({count} instances)", def.name));
+            on_progress(&format!(
+                "starting {} ({} instances)",
+                def.name,
+                launch.instances(def)
+            ));
             let redis = RedisServer::start(&format!("redis-{}", def.name), log_dir).await?;
             // Port 0: Toxiproxy binds a free port itself and reports it, so nothing can take
             // it between a probe and the bind.
@@ -132,28 +162,101 @@ impl World {
                     reason: format!("it listens on {:?}, not an address", proxy.listen),
                 })
             })?;
-            let launch = FleetLaunch {
-                root: root.to_owned(),
-                log_dir: log_dir.to_owned(),
-                redis_url: format!("redis://{proxy_addr}"),
-                limit: scenario.limit,
-                window: scenario.window,
-            };
-            let (fleet, started) = Fleet::start(def, launch, count, &http).await;
-            let fleet = Arc::new(fleet);
-            // Kept even when an instance failed to start, so the world stops the others.
-            world.targets.push(TargetWorld {
-                def: def.clone(),
-                redis_addr: Some(redis.addr()),
-                redis: Some(Arc::new(tokio::sync::Mutex::new(redis))),
-                proxy: def.name.clone(),
-                rotation: fleet.rotation(),
-                fleet: Some(Arc::clone(&fleet)),
-            });
-            started?;
-            warm_up(def, &fleet, &http).await;
+            let redis_addr = redis.addr();
+            let redis = Arc::new(tokio::sync::Mutex::new(redis));
+            world
+                .add_target(def, &launch, proxy_addr, Some(redis), redis_addr)
+                .await?;
         }
         Ok(world)
+    }
+
+    /// As [`start`](Self::start), with Redis and Toxiproxy in containers: one Toxiproxy
+    /// container, then per target a Redis container, a proxy in front of it listening on a
+    /// port published on loopback, and the instances pointed at that port.
+    #[cfg(feature = "docker")]
+    pub async fn start_in_containers(
+        scenario: &Scenario,
+        defs: &[TargetDef],
+        root: &Path,
+        log_dir: &Path,
+        mut on_progress: impl FnMut(&str),
+    ) -> Result<Self, RunError> {
+        use crate::infra::containers::Containers;
+        use crate::infra::images::{REDIS_IMAGE, REDIS_TAG, TOXIPROXY_IMAGE, TOXIPROXY_TAG};
+
+        on_progress(&format!(
+            "starting the Toxiproxy container ({TOXIPROXY_IMAGE}:{TOXIPROXY_TAG})"
+        ));
+        // The world takes the containers once every target started; until then an error
+        // drops the world first (its instances) and the containers after.
+        let mut containers = Containers::start(defs.len(), scenario.seed as i64, log_dir).await?;
+        let mut world = Self {
+            toxiproxy_server: None,
+            containers: None,
+            toxiproxy: Toxiproxy::new(containers.api_addr()),
+            targets: Vec::new(),
+        };
+        let launch = Launch {
+            scenario,
+            root,
+            log_dir,
+            http: reqwest::Client::new(),
+        };
+        for (index, def) in defs.iter().enumerate() {
+            on_progress(&format!(
+                "starting {} (a {REDIS_IMAGE}:{REDIS_TAG} container, {} instances)",
+                def.name,
+                launch.instances(def)
+            ));
+            let listener = containers.listener(index)?;
+            let redis = containers
+                .start_redis(&format!("redis-{}", def.name))
+                .await?;
+            world
+                .toxiproxy
+                .create_proxy(&def.name, listener.inside, redis.upstream)
+                .await?;
+            world
+                .add_target(def, &launch, listener.host, None, redis.addr)
+                .await?;
+        }
+        world.containers = Some(containers);
+        Ok(world)
+    }
+
+    /// Starts `def`'s instances with `REDIS_URL` the proxy at `proxy_addr`, and adds the
+    /// target to the world even when an instance failed to start, so the world stops the
+    /// others.
+    async fn add_target(
+        &mut self,
+        def: &TargetDef,
+        launch: &Launch<'_>,
+        proxy_addr: SocketAddr,
+        redis: Option<SharedRedis>,
+        redis_addr: SocketAddr,
+    ) -> Result<(), RunError> {
+        let fleet_launch = FleetLaunch {
+            root: launch.root.to_owned(),
+            log_dir: launch.log_dir.to_owned(),
+            redis_url: format!("redis://{proxy_addr}"),
+            limit: launch.scenario.limit,
+            window: launch.scenario.window,
+        };
+        let count = launch.instances(def);
+        let (fleet, started) = Fleet::start(def, fleet_launch, count, &launch.http).await;
+        let fleet = Arc::new(fleet);
+        self.targets.push(TargetWorld {
+            def: def.clone(),
+            redis_addr: Some(redis_addr),
+            redis,
+            proxy: def.name.clone(),
+            rotation: fleet.rotation(),
+            fleet: Some(Arc::clone(&fleet)),
+        });
+        started?;
+        warm_up(def, &fleet, &launch.http).await;
+        Ok(())
     }
 
     /// Attaches to a deployment that already runs: its Toxiproxy must answer and know every
@@ -199,16 +302,28 @@ impl World {
         }
         Ok(Self {
             toxiproxy_server: None,
+            #[cfg(feature = "docker")]
+            containers: None,
             toxiproxy,
             targets,
         })
     }
 
+    /// Whether failmode started this world's Redis and Toxiproxy (as processes or containers).
+    fn started(&self) -> bool {
+        #[cfg(feature = "docker")]
+        if self.containers.is_some() {
+            return true;
+        }
+        self.toxiproxy_server.is_some()
+    }
+
     /// Removes every fault, then stops every instance and Redis server (all at once, each
-    /// with its grace) and Toxiproxy last. Attached, it removes only what a run does: its
-    /// toxics (named `failmode-*`) and a disabled proxy, on the deployment's proxies.
+    /// with its grace) and Toxiproxy last; containers are removed after the instances.
+    /// Attached, it removes only what a run does: its toxics (named `failmode-*`) and a
+    /// disabled proxy, on the deployment's proxies.
     pub async fn stop(mut self) {
-        if self.toxiproxy_server.is_none() {
+        if !self.started() {
             let proxies: Vec<String> = self.targets.iter().map(|t| t.proxy.clone()).collect();
             if let Err(e) = undo_on(&self.toxiproxy, &proxies).await {
                 tracing::warn!(error = %e, "could not undo the run's faults on the deployment");
@@ -235,6 +350,10 @@ impl World {
         .await;
         if let Some(server) = self.toxiproxy_server.as_mut() {
             let _ = server.stop().await;
+        }
+        #[cfg(feature = "docker")]
+        if let Some(containers) = self.containers.take() {
+            containers.remove().await;
         }
     }
 }
