@@ -56,8 +56,7 @@ test: setup lint build
     cargo test --workspace
     scripts/docker-tests.sh
 
-# Formatting and clippy, as CI runs them; clippy also with the `docker` feature (`--infra docker`),
-# which CI compiles and lints with no daemon to run it.
+# Formatting and clippy as CI runs them, clippy also with the `docker` feature (no daemon needed).
 lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
