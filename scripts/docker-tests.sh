@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tests that need a Docker daemon, #[ignore]d in `cargo test`: tests/docker.rs (a run with
-# --infra docker, cargo feature `docker`) and tests/compose.rs's `docker compose config` check.
+# --infra docker, cargo feature `docker`) and tests/compose/'s `docker compose config` check.
 # `just test` runs this after the suite. They run only where `docker info` answers within
 # FAILMODE_DOCKER_TIMEOUT seconds (default 10); otherwise this says they were skipped and why,
 # and exits 0: a skip is reported as a skip, never as a pass.
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 WAIT="${FAILMODE_DOCKER_TIMEOUT:-10}"
-TESTS="the Docker container tests (tests/docker.rs, tests/compose.rs's docker compose config)"
+TESTS="the Docker container tests (tests/docker.rs, tests/compose/'s docker compose config)"
 
 reason=""
 if ! command -v docker >/dev/null 2>&1; then
