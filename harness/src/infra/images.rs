@@ -21,22 +21,47 @@ mod tests {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
-    fn compose_image(service: &str) -> String {
-        let compose: serde_norway::Value =
+    /// Every service's image, as Compose reads them: with the `<<: *anchor` merges applied
+    /// (the Redis services take theirs from one anchor).
+    fn compose_images() -> Vec<(String, String)> {
+        let mut compose: serde_norway::Value =
             serde_norway::from_str(&read("docker-compose.yml")).unwrap();
-        compose["services"][service]["image"]
-            .as_str()
-            .unwrap_or_else(|| panic!("docker-compose.yml: services.{service}.image"))
-            .to_owned()
+        compose.apply_merge().unwrap();
+        compose["services"]
+            .as_mapping()
+            .unwrap()
+            .iter()
+            .filter_map(|(name, service)| {
+                Some((
+                    name.as_str()?.to_owned(),
+                    service["image"].as_str()?.to_owned(),
+                ))
+            })
+            .collect()
     }
 
     #[test]
     fn the_pinned_images_are_docker_compose_ymls() {
-        assert_eq!(compose_image("redis"), format!("{REDIS_IMAGE}:{REDIS_TAG}"));
-        assert_eq!(
-            compose_image("toxiproxy"),
-            format!("{TOXIPROXY_IMAGE}:{TOXIPROXY_TAG}")
-        );
+        let images = compose_images();
+        let of = |image: &str| -> Vec<&(String, String)> {
+            images
+                .iter()
+                .filter(|(_, i)| i.split(':').next() == Some(image))
+                .collect()
+        };
+        let (redis, toxiproxy) = (of(REDIS_IMAGE), of(TOXIPROXY_IMAGE));
+        assert!(redis.iter().any(|(name, _)| name == "redis"), "{images:?}");
+        assert_eq!(toxiproxy.len(), 1, "{images:?}");
+        for (name, image) in redis {
+            assert_eq!(image, &format!("{REDIS_IMAGE}:{REDIS_TAG}"), "{name}");
+        }
+        for (name, image) in toxiproxy {
+            assert_eq!(
+                image,
+                &format!("{TOXIPROXY_IMAGE}:{TOXIPROXY_TAG}"),
+                "{name}"
+            );
+        }
     }
 
     #[test]
