@@ -167,8 +167,15 @@ fn the_indexed_job_runs_workers_one_to_n_of_n_from_one_start_on_the_mounted_depl
         .unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
     let args = expand(c, &[("JOB_COMPLETION_INDEX", "0")]);
+    let known: Vec<&str> = help
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| w.starts_with("--"))
+        .collect();
     for a in args.iter().filter(|a| a.starts_with("--")) {
-        assert!(help.contains(a.as_str()), "failmode run has no {a}");
+        assert!(
+            known.contains(&a.as_str()),
+            "failmode run has no {a}: {known:?}"
+        );
     }
 
     // The merge reads the workers' folders: same run name, same volume, their parent.

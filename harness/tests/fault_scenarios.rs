@@ -161,9 +161,12 @@ async fn a_redis_restart_admits_what_the_lost_counts_held_back_then_limits_again
         "{pos:.3} into a window, down {down:.3} s: {low:.1}–{high:.1} more expected, \
          {burst:.1} measured: {fault:?}"
     );
-    // Counting resumes on the new server (its script loaded again): every later second at
-    // the limit.
-    for s in &fault[1..] {
+    // Counting resumes on the new server (its script loaded again). The burst spans the
+    // restart's window and the next (whose estimate weighs the lost window's count), and the
+    // run's seconds are not aligned with the windows: it reaches into the fault's second
+    // second (seen in CI: 72 admitted there, the kill 0.66 into its window, the burst as
+    // expected above). Every second after those two is at the limit.
+    for s in &fault[2..] {
         assert!(
             s.counts.admitted as f64 <= r.limit + 2.0,
             "limited again: {s:?}"

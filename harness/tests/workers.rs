@@ -93,7 +93,8 @@ fn start_time() -> String {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    (now + 4).to_string()
+    // Ahead of a busy CI machine's process start and attach, with room.
+    (now + 6).to_string()
 }
 
 fn run_args(scenario: &str, deployment: &Path, worker: &str, at: &str, out: &Path) -> Vec<String> {
@@ -348,6 +349,71 @@ async fn two_workers_merged_measure_what_one_process_running_the_whole_schedule_
     assert_eq!(mixed.status.code(), Some(2));
     let said = String::from_utf8_lossy(&mixed.stderr);
     assert!(said.contains("start time"), "{said}");
+
+    // A worker cut short is refused: its share of the rest is missing.
+    let cut = folder("w2-cut");
+    std::fs::create_dir(&cut).unwrap();
+    for entry in std::fs::read_dir(folder("w2")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), cut.join(entry.file_name())).unwrap();
+        }
+    }
+    let mut partial = w2.clone();
+    partial.partial = true;
+    std::fs::write(
+        cut.join("run.json"),
+        serde_json::to_string(&partial).unwrap(),
+    )
+    .unwrap();
+    let refused = failmode(&[
+        "merge",
+        &folder("w1").to_string_lossy(),
+        &cut.to_string_lossy(),
+        &folder("faults").to_string_lossy(),
+        "--out",
+        &folder("z").to_string_lossy(),
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("stopped early"));
+    // Nor does a merge write over a results folder, its own inputs least of all.
+    let over = failmode(&[
+        "merge",
+        &folder("w1").to_string_lossy(),
+        &folder("w2").to_string_lossy(),
+        &folder("faults").to_string_lossy(),
+        "--out",
+        &folder("w1").to_string_lossy(),
+    ]);
+    assert_eq!(over.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&over.stderr).contains("already holds"));
+    assert_eq!(RunResult::read(&folder("w1")).unwrap(), w1);
+
+    // A worker that plays no faults leaves the fault player's in place, at its start and
+    // when it stops.
+    let theirs = failmode::faults::toxiproxy::Toxic::new(
+        "failmode-fault-0",
+        failmode::faults::toxiproxy::ToxicKind::Latency {
+            latency_ms: 1,
+            jitter_ms: 0,
+        },
+    );
+    d.api.add_toxic("deployed-redis", &theirs).await.unwrap();
+    let mut args = run_args(
+        &scenario,
+        &deployment,
+        "2/2",
+        &start_time(),
+        &folder("late"),
+    );
+    args.extend(["--no-faults", "--duration-scale", "0.25"].map(str::to_owned));
+    succeeded(
+        "a worker beside a live fault",
+        spawn(&args).wait_with_output().unwrap(),
+    );
+    let proxy = d.api.proxy("deployed-redis").await.unwrap();
+    let names: Vec<&str> = proxy.toxics.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["failmode-fault-0"]);
     drop(d);
 }
 

@@ -31,7 +31,7 @@ fn second_histogram() -> Histogram<u64> {
 }
 
 /// A closed second's histogram, kept compact: an hour of seconds of a dozen target × tenant
-/// pairs would hold gigabytes as live histograms, a few megabytes serialized.
+/// pairs would hold gigabytes as live histograms, tens of megabytes serialized.
 pub fn pack(h: &Histogram<u64>) -> Vec<u8> {
     let mut bytes = Vec::new();
     // Writing to a Vec fails only for a histogram too large to encode, which ours are not.

@@ -49,6 +49,16 @@ pub enum MergeError {
     },
     #[error("{0}")]
     Shares(String),
+    #[error(
+        "{0} is a run that stopped early (partial): its share of the rest of the timeline is \
+         missing, and the others' counts there cannot be cut to match; run the workers again"
+    )]
+    Partial(PathBuf),
+    #[error(
+        "{0} already holds a results folder (or is one of the folders merged): merge writes a \
+         new one; give another --out"
+    )]
+    OutExists(PathBuf),
     #[error("{path}: {message}")]
     Content { path: PathBuf, message: String },
     #[error("{path}: {source}")]
@@ -337,6 +347,14 @@ fn check_shares(parts: &[Part]) -> Result<Option<usize>, MergeError> {
     }
 }
 
+/// The same folder, however it is written (`./w1`, `w1/`, an absolute path).
+fn same_folder(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 fn worker_name(w: &Worker) -> String {
     if w.share.index == 0 {
         "the faults-only process".to_owned()
@@ -355,10 +373,20 @@ pub fn merge(
     if folders.is_empty() {
         return Err(MergeError::Nothing);
     }
+    if let Some(out) = out
+        && (out.join("run.json").exists() || folders.iter().any(|f| same_folder(f, out)))
+    {
+        return Err(MergeError::OutExists(out.to_owned()));
+    }
     let parts: Vec<Part> = folders
         .iter()
         .map(|f| read_part(f))
         .collect::<Result<_, _>>()?;
+    // A cut run's phases stop at its own end, the others' do not: their sum would describe
+    // neither.
+    if let Some(cut) = parts.iter().find(|p| p.run.partial) {
+        return Err(MergeError::Partial(cut.path.clone()));
+    }
     check_same_run(&parts)?;
     let driver = check_shares(&parts)?;
     let first = &parts[0];
@@ -421,13 +449,12 @@ pub fn merge(
         })
         .collect();
 
-    // A worker cut short leaves the rest of the timeline without its share: the merged run
-    // covers what every one of them ran.
+    // Every part ran to its end (partial ones are refused above), each measuring its own
+    // duration; the timeline is the scenario's.
     let ran_for_s = parts
         .iter()
         .map(|p| p.run.duration_s)
         .fold(f64::INFINITY, f64::min);
-    let partial = parts.iter().any(|p| p.run.partial);
     let targets = build_targets(
         scenario,
         &measured,
@@ -452,10 +479,15 @@ pub fn merge(
             None => "the scenario has no faults".to_owned(),
         }
     )];
-    // Said once when every worker said it (the attachment); otherwise per worker.
+    // Said once when every worker said it (the attachment); otherwise per worker. What the
+    // merged figures say again (a broken target, a late generator) is said of them below.
     let mut seen = BTreeSet::new();
     for part in &parts {
-        for note in &part.run.notes {
+        let recomputed: Vec<String> = super::broken_before_any_fault(&part.run.targets)
+            .into_iter()
+            .chain(super::machine_saturated(&part.run.targets))
+            .collect();
+        for note in part.run.notes.iter().filter(|n| !recomputed.contains(n)) {
             let everyone = parts.iter().all(|p| p.run.notes.contains(note));
             let line = if everyone {
                 note.clone()
@@ -466,11 +498,6 @@ pub fn merge(
                 notes.push(line);
             }
         }
-    }
-    if partial {
-        notes.push(format!(
-            "a worker stopped early: the merged figures cover the first {ran_for_s:.1} s"
-        ));
     }
     notes.extend(super::broken_before_any_fault(&targets));
     notes.extend(super::machine_saturated(&targets));
@@ -485,7 +512,7 @@ pub fn merge(
         git_revision: first.run.git_revision.clone(),
         started_at: humantime::format_rfc3339_millis(start).to_string(),
         duration_s: ran_for_s,
-        partial,
+        partial: false,
         limit: first.run.limit,
         window_s: first.run.window_s,
         load,

@@ -142,6 +142,36 @@ pub fn parse_start_at(text: &str) -> Result<SystemTime, String> {
     })
 }
 
+/// How long until a worker's start time; or, passed, how long ago.
+fn until_start(w: &Worker) -> Result<Duration, Duration> {
+    let at = SystemTime::UNIX_EPOCH + Duration::from_millis(w.start_at_ms);
+    at.duration_since(SystemTime::now())
+        .map_err(|e| e.duration())
+}
+
+fn start_passed(w: &Worker, late: Duration) -> RunError {
+    RunError::StartPassed {
+        at: start_shown(w),
+        late,
+    }
+}
+
+fn start_shown(w: &Worker) -> String {
+    humantime::format_rfc3339_millis(SystemTime::UNIX_EPOCH + Duration::from_millis(w.start_at_ms))
+        .to_string()
+}
+
+/// The requests in flight per target this process allows: a worker its share of the
+/// scenario's bound, so N workers together hold what one process would.
+fn in_flight_bound(scenario: &Scenario, worker: Option<Worker>) -> usize {
+    match worker {
+        Some(w) if w.share.count > 1 => scenario
+            .max_in_flight_per_target
+            .div_ceil(w.share.count as usize),
+        _ => scenario.max_in_flight_per_target,
+    }
+}
+
 /// A finished (or interrupted) run.
 #[derive(Debug)]
 pub struct RunOutcome {
@@ -222,6 +252,11 @@ pub async fn run(
             .unwrap_or_else(|| scenario.targets.iter().map(|t| t.name.clone()).collect()),
     };
     let defs = manifest::select(&all, &names)?;
+    let plays_faults = opts.worker.is_none_or(|w| w.drives_faults);
+    if let Some(w) = &opts.worker {
+        // Before attaching too: a late worker must not touch the deployment at all.
+        until_start(w).map_err(|late| start_passed(w, late))?;
+    }
     if let Some(deployment) = &opts.attach {
         if opts.infra != Infra::Local {
             return Err(RunError::InfraWithAttach);
@@ -234,11 +269,18 @@ pub async fn run(
         for line in deployment.describe() {
             say.line(&format!("  {line}"));
         }
-        say.line(&format!(
-            "if this run dies before it ends, remove what it left with: failmode faults reset \
-             --attach {}",
-            deployment.path.display()
-        ));
+        if plays_faults {
+            say.line(&format!(
+                "if this run dies before it ends, remove what it left with: failmode faults \
+                 reset --attach {}",
+                deployment.path.display()
+            ));
+        } else {
+            say.line(
+                "this worker plays no faults: it leaves the proxies as the process playing them \
+                 has them, whenever it stops",
+            );
+        }
     } else if opts.infra == Infra::Local {
         required(
             "redis-server",
@@ -253,11 +295,24 @@ pub async fn run(
     }
 
     let started_at = SystemTime::now();
+    // Workers (and a fault player) on one machine may start in the same second: each its own
+    // folder.
+    let out = opts.out.clone().or_else(|| {
+        opts.worker.map(|w| {
+            let who = match w.share.index {
+                0 => "faults".to_owned(),
+                k => format!("worker-{k}-of-{}", w.share.count),
+            };
+            opts.results_root
+                .join(&scenario.name)
+                .join(format!("{}-{who}", results::folder::timestamp(started_at)))
+        })
+    });
     let folder = RunFolder::create(
         &opts.results_root,
         &scenario.name,
         started_at,
-        opts.out.as_deref(),
+        out.as_deref(),
     )
     .map_err(|source| RunError::Results {
         path: opts.results_root.clone(),
@@ -272,7 +327,7 @@ pub async fn run(
         _ = interrupt.cancelled() => None,
         w = async {
             match &opts.attach {
-                Some(deployment) => World::attach(deployment, &defs).await,
+                Some(deployment) => World::attach(deployment, &defs, plays_faults).await,
                 None => start_world(opts.infra, &scenario, &defs, &opts.root, &logs, say).await,
             }
         } => Some(w),
@@ -297,7 +352,7 @@ pub async fn run(
         duration: scenario.duration,
         seed: scenario.seed,
         request_timeout: scenario.request_timeout,
-        max_in_flight_per_target: scenario.max_in_flight_per_target,
+        max_in_flight_per_target: in_flight_bound(&scenario, opts.worker),
         share: opts.worker.map_or(load::Share::WHOLE, |w| w.share),
     };
     let collector = Arc::new(Collector::new(Shape {
@@ -330,18 +385,14 @@ pub async fn run(
     let start = match &opts.worker {
         None => Instant::now() + Duration::from_millis(100),
         Some(w) => {
-            let at = SystemTime::UNIX_EPOCH + Duration::from_millis(w.start_at_ms);
-            let shown = humantime::format_rfc3339_millis(at).to_string();
-            let wait = match at.duration_since(SystemTime::now()) {
+            let wait = match until_start(w) {
                 Ok(wait) => wait,
-                Err(e) => {
+                Err(late) => {
                     world.stop().await;
-                    return Err(RunError::StartPassed {
-                        at: shown,
-                        late: e.duration(),
-                    });
+                    return Err(start_passed(w, late));
                 }
             };
+            let shown = start_shown(w);
             say.line(&format!(
                 "{}: starting with the others at {shown}, in {:.1} s",
                 match w.share.index {
@@ -495,8 +546,16 @@ pub async fn run(
     }
     if summary.dropped > 0 {
         notes.push(format!(
-            "{} requests were not sent: the in-flight bound ({} per target) was reached",
-            summary.dropped, scenario.max_in_flight_per_target
+            "{} requests were not sent: the in-flight bound ({} per target{}) was reached",
+            summary.dropped,
+            in_flight_bound(&scenario, opts.worker),
+            match opts.worker {
+                Some(w) if w.share.count > 1 => format!(
+                    " in this worker: the scenario's {} shared among {} workers",
+                    scenario.max_in_flight_per_target, w.share.count
+                ),
+                _ => String::new(),
+            }
         ));
     }
     let targets = results::build_targets(&scenario, &measured, &facts, ran_for);

@@ -92,6 +92,10 @@ pub struct World {
     pub containers: Option<crate::infra::containers::Containers>,
     pub toxiproxy: Toxiproxy,
     pub targets: Vec<TargetWorld>,
+    /// This run applies the faults, so it removes them at its end. An attached worker that
+    /// does not (`--worker K/N` with K > 1, or `--no-faults`) must leave the faults the
+    /// process that plays them has in place, whenever it stops.
+    pub plays_faults: bool,
 }
 
 /// What starting each target's instances takes from the run.
@@ -128,6 +132,7 @@ impl World {
         let toxiproxy = Toxiproxy::new(toxiproxy_server.api_addr());
         let mut world = Self {
             toxiproxy_server: Some(toxiproxy_server),
+            plays_faults: true,
             #[cfg(feature = "docker")]
             containers: None,
             toxiproxy,
@@ -192,6 +197,7 @@ impl World {
         // drops the world first (its instances) and the containers after.
         let mut containers = Containers::start(defs.len(), scenario.seed as i64, log_dir).await?;
         let mut world = Self {
+            plays_faults: true,
             toxiproxy_server: None,
             containers: None,
             toxiproxy: Toxiproxy::new(containers.api_addr()),
@@ -260,8 +266,13 @@ impl World {
     }
 
     /// Attaches to a deployment that already runs: its Toxiproxy must answer and know every
-    /// proxy named, and each target must be a known manifest.
-    pub async fn attach(deployment: &Deployment, defs: &[TargetDef]) -> Result<Self, RunError> {
+    /// proxy named, and each target must be a known manifest. A run that `plays_faults` also
+    /// needs each proxy clean; one that does not leaves them as they are.
+    pub async fn attach(
+        deployment: &Deployment,
+        defs: &[TargetDef],
+        plays_faults: bool,
+    ) -> Result<Self, RunError> {
         let toxiproxy = Toxiproxy::new(deployment.toxiproxy);
         let mut targets = Vec::new();
         for (t, def) in deployment.targets.iter().zip(defs) {
@@ -284,7 +295,7 @@ impl World {
             } else {
                 None
             };
-            if let Some(problem) = problem {
+            if let Some(problem) = problem.filter(|_| plays_faults) {
                 return Err(RunError::ProxyNotClean {
                     proxy: t.proxy.clone(),
                     problem,
@@ -301,6 +312,7 @@ impl World {
             });
         }
         Ok(Self {
+            plays_faults,
             toxiproxy_server: None,
             #[cfg(feature = "docker")]
             containers: None,
@@ -324,9 +336,11 @@ impl World {
     /// disabled proxy, on the deployment's proxies.
     pub async fn stop(mut self) {
         if !self.started() {
-            let proxies: Vec<String> = self.targets.iter().map(|t| t.proxy.clone()).collect();
-            if let Err(e) = undo_on(&self.toxiproxy, &proxies).await {
-                tracing::warn!(error = %e, "could not undo the run's faults on the deployment");
+            if self.plays_faults {
+                let proxies: Vec<String> = self.targets.iter().map(|t| t.proxy.clone()).collect();
+                if let Err(e) = undo_on(&self.toxiproxy, &proxies).await {
+                    tracing::warn!(error = %e, "could not undo the run's faults on the deployment");
+                }
             }
             return;
         }

@@ -193,12 +193,17 @@ impl Scenario {
         }
         let mut tenants: Vec<Tenant> = Vec::new();
         for t in raw.tenants {
-            if !is_plain_name(&t.name) || tenants.iter().any(|o| o.name == t.name) {
+            // "all" names every tenant together in run.json, series.csv and the logs.
+            if !is_plain_name(&t.name)
+                || t.name == "all"
+                || tenants.iter().any(|o| o.name == t.name)
+            {
                 return Err(invalid(
                     "tenants.name",
                     whole.clone(),
                     format!(
-                        "{:?} must be unique and made of letters, digits, '-', '_' or '.'",
+                        "{:?} must be unique, not \"all\" (every tenant together), and made of \
+                         letters, digits, '-', '_' or '.'",
                         t.name
                     ),
                 ));

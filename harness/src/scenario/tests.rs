@@ -224,3 +224,9 @@ fn a_client_that_cannot_work_is_refused_naming_the_tenant() {
     ));
     assert!(e.contains("at most one scale"), "{e}");
 }
+
+#[test]
+fn a_tenant_named_all_is_refused_since_all_means_every_tenant_together() {
+    let e = err(&MINIMAL.replace("name = \"acme\"", "name = \"all\""));
+    assert!(e.contains("tenants.name") && e.contains("\"all\""), "{e}");
+}
