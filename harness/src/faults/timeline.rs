@@ -53,7 +53,7 @@ pub struct Player {
     proxies: Vec<String>,
     /// Per proxy, failmode's own redis-server process behind it, for the faults that signal
     /// it (`stall`, `redis-restart`).
-    redis: Vec<Option<(SharedRedis, SocketAddr)>>,
+    redis: Vec<Option<SharedRedis>>,
     /// Per proxy, the Redis behind it as the faults that are commands reach it: failmode's own
     /// process or container, or an attached deployment's (which takes only `CLIENT PAUSE`).
     redis_addrs: Vec<Option<SocketAddr>>,
@@ -69,7 +69,7 @@ pub struct Player {
 struct Step<'a> {
     client: &'a Toxiproxy,
     proxy: &'a str,
-    redis: Option<&'a (SharedRedis, SocketAddr)>,
+    redis: Option<&'a SharedRedis>,
     redis_addr: Option<SocketAddr>,
     fleet: Option<&'a Arc<Fleet>>,
     sizes_before: &'a std::sync::Mutex<Vec<Option<usize>>>,
@@ -80,7 +80,7 @@ struct Step<'a> {
 }
 
 impl Step<'_> {
-    fn redis(&self, fault: &Fault) -> Result<&(SharedRedis, SocketAddr), FaultError> {
+    fn redis(&self, fault: &Fault) -> Result<&SharedRedis, FaultError> {
         self.redis
             .ok_or_else(|| FaultError::NoRedis(fault.to_string()))
     }
@@ -104,7 +104,7 @@ impl Step<'_> {
             }
             (Fault::Flap { .. }, Op::Apply) => {}
             (Fault::Stall {}, op) => {
-                let redis = self.redis(fault)?.0.lock().await;
+                let redis = self.redis(fault)?.lock().await;
                 match op {
                     Op::Apply => redis.hang()?,
                     Op::Remove => redis.resume()?,
@@ -130,8 +130,7 @@ impl Step<'_> {
                 up.and(down)?;
             }
             (Fault::RedisRestart { down }, Op::Apply) => {
-                let (redis, _) = self.redis(fault)?;
-                let mut redis = redis.lock().await;
+                let mut redis = self.redis(fault)?.lock().await;
                 let before = redis.pid();
                 // On Redis's own clock (`TIME` reads the same system clock), so a reader can
                 // tell where in the limiter's window the counts were lost.
@@ -266,20 +265,18 @@ impl Player {
         self
     }
 
-    /// The redis-server behind each proxy, in the same order, for the faults inside Redis.
+    /// The redis-server behind each proxy, in the same order, for the faults inside Redis;
+    /// their addresses too (which [`Player::with_redis_addrs`] may then replace).
     pub async fn with_redis(mut self, servers: Vec<Option<SharedRedis>>) -> Self {
-        let mut redis = Vec::with_capacity(servers.len());
-        for server in servers {
-            match server {
-                Some(server) => {
-                    let addr = server.lock().await.addr();
-                    redis.push(Some((server, addr)));
-                }
-                None => redis.push(None),
-            }
+        let mut addrs = Vec::with_capacity(servers.len());
+        for server in &servers {
+            addrs.push(match server {
+                Some(server) => Some(server.lock().await.addr()),
+                None => None,
+            });
         }
-        self.redis_addrs = redis.iter().map(|r| r.as_ref().map(|(_, a)| *a)).collect();
-        self.redis = redis;
+        self.redis_addrs = addrs;
+        self.redis = servers;
         self
     }
 
