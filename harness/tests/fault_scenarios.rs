@@ -148,9 +148,21 @@ async fn a_redis_restart_admits_what_the_lost_counts_held_back_then_limits_again
     // The instances notice the loss and retry on a back-off of 25, 50, 100 ms…: they are
     // back on the new server up to one step (50 ms) after it answers.
     let low = restart_burst(pos, down, per_second, 120.0);
-    let high = restart_burst(pos, down + 0.05, per_second, 120.0);
+    // An instance that failed five calls in a row meanwhile opens its breaker and decides
+    // locally for its 1 s cooldown, past the window's end, admitting up to its local share
+    // that Redis never counts (seen in CI: 23 measured where the model said 13.6). The
+    // instances' own fallback counter says how many decisions were local beyond the down time
+    // the model already counts; acme's part of those may be admitted on top.
+    let fault_phase = &r.targets[0].phases[1];
+    let all_rate = tenant_in(&r, "reference", "fault", "all").counts.offered as f64
+        / (fault_phase.end_s - fault_phase.start_s);
+    let local_beyond = (fault_phase.fallbacks.unwrap_or(0.0) - all_rate * (down + 0.05)).max(0.0)
+        * 120.0
+        / all_rate;
+    let high = restart_burst(pos, down + 0.05, per_second, 120.0) + local_beyond;
     println!(
-        "{report}: {pos:.3} into a window, {low:.1}–{high:.1} more expected, {burst:.1} measured"
+        "{report}: {pos:.3} into a window, {low:.1}–{high:.1} more expected \
+         ({local_beyond:.1} of them local decisions past the down time), {burst:.1} measured"
     );
     // ±3: a span of whole seconds holds the steady count ±1 at each end (admissions are
     // 1/limit apart, seconds and windows are not aligned), and a back-off step may start

@@ -3,7 +3,7 @@
 //! counts summed, HdrHistograms added, the per-second series added second by second. What
 //! describes the shared targets rather than one worker's share (when the faults were applied,
 //! the targets' fallback counters, the commands their Redis ran) comes from the process that
-//! played the fault timeline. `table`, `gate`, `compare` and `report` read the merged folder
+//! played the fault timeline. `gate`, `compare`, `outcomes` and `report` read the merged folder
 //! as any other.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -364,7 +364,7 @@ fn worker_name(w: &Worker) -> String {
 }
 
 /// Reads the workers' `folders` and writes their merged results to `out` (default
-/// `<results_root>/<scenario>/<now>/`, then marked latest).
+/// `<results_root>/<scenario>/<now>-merged/`, then marked latest).
 pub fn merge(
     folders: &[PathBuf],
     results_root: &Path,
@@ -449,18 +449,8 @@ pub fn merge(
         })
         .collect();
 
-    // Every part ran to its end (partial ones are refused above), each measuring its own
-    // duration; the timeline is the scenario's.
-    let ran_for_s = parts
-        .iter()
-        .map(|p| p.run.duration_s)
-        .fold(f64::INFINITY, f64::min);
-    let targets = build_targets(
-        scenario,
-        &measured,
-        &facts,
-        Duration::from_secs_f64(ran_for_s.max(0.0)),
-    );
+    // Every part ran to its end (partial ones are refused above): the whole timeline.
+    let targets = build_targets(scenario, &measured, &facts, scenario.duration);
 
     let mut notes = vec![format!(
         "merged from {} folders ({}): {}",
@@ -511,7 +501,7 @@ pub fn merge(
         duration_scale: first.run.duration_scale,
         git_revision: first.run.git_revision.clone(),
         started_at: humantime::format_rfc3339_millis(start).to_string(),
-        duration_s: ran_for_s,
+        duration_s: scenario.duration.as_secs_f64(),
         partial: false,
         limit: first.run.limit,
         window_s: first.run.window_s,
