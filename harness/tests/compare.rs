@@ -160,6 +160,7 @@ fn repeat(scenario: &str, targets: &[(&str, Behaviour)], seed: u64) -> Repeat {
                 instances: 4,
                 command: Vec::new(),
                 env: Default::default(),
+                refuses_with: 429,
                 send_lag_us: Percentiles::default(),
                 events: Vec::new(),
                 phases,

@@ -66,6 +66,7 @@ fn run() -> RunResult {
         instances: 4,
         command: Vec::new(),
         env: Default::default(),
+        refuses_with: 429,
         send_lag_us: Percentiles::default(),
         events: vec![],
         phases: vec![

@@ -181,6 +181,7 @@ mod tests {
                     instances: 4,
                     command: Vec::new(),
                     env: Default::default(),
+                    refuses_with: 429,
                     send_lag_us: Percentiles::default(),
                     events: Vec::new(),
                     phases: Vec::new(),

@@ -427,6 +427,7 @@ pub fn merge(
                 instances: target.instances,
                 command: target.command.clone(),
                 env: target.env.clone(),
+                refuses_with: target.refuses_with,
                 events,
                 phases: scenario
                     .phases

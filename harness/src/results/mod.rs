@@ -112,6 +112,9 @@ pub struct TargetResult {
     pub command: Vec<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The status it refuses with over the limit (its manifest's): 429, or 503 (NGINX).
+    #[serde(default = "too_many_requests")]
+    pub refuses_with: u16,
     /// The load generator's lateness for this target: actual − scheduled send, µs.
     pub send_lag_us: Percentiles,
     pub events: Vec<Event>,
@@ -201,6 +204,7 @@ pub struct TargetFacts {
     pub instances: u32,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
+    pub refuses_with: u16,
     pub events: Vec<Event>,
     /// One per scenario phase.
     pub phases: Vec<PhaseFacts>,
@@ -278,6 +282,7 @@ pub fn build_targets(
             instances: f.instances,
             command: f.command.clone(),
             env: f.env.clone(),
+            refuses_with: f.refuses_with,
             send_lag_us: Percentiles::of(&measured.send_lag[t]),
             events: f.events.clone(),
             phases: scenario
@@ -335,6 +340,10 @@ const HEALTHY_ERROR_SHARE: f64 = 0.01;
 /// pool growing) pass 1 % without anything being broken.
 const BROKEN_ERRORS_AT_LEAST: u64 = 10;
 
+fn too_many_requests() -> u16 {
+    429
+}
+
 /// Notes naming each target that answered 5xx or not at all before the first fault: with a
 /// healthy store, that is a broken target (seen: a limiter built before its Redis client was
 /// ready caches the failed script load and answers 500 forever), not a failure mode.
@@ -351,7 +360,14 @@ pub fn broken_before_any_fault(targets: &[TargetResult]) -> Vec<String> {
             for p in &before {
                 counts.merge(&p.all.counts);
             }
-            let errors = counts.errors_5xx() + counts.transport_error + counts.other_status;
+            // A 503 is a refusal, not an error, from a target that declares it refuses so.
+            let refusals = if t.refuses_with == 503 {
+                counts.unavailable
+            } else {
+                0
+            };
+            let errors =
+                counts.errors_5xx() - refusals + counts.transport_error + counts.other_status;
             let share = errors as f64 / counts.offered.max(1) as f64;
             (share > HEALTHY_ERROR_SHARE && errors >= BROKEN_ERRORS_AT_LEAST).then(|| {
                 format!(
@@ -437,6 +453,7 @@ mod tests {
             instances: 1,
             command: Vec::new(),
             env: BTreeMap::new(),
+            refuses_with: 429,
             send_lag_us: Percentiles::default(),
             events: Vec::new(),
             phases: vec![
@@ -484,5 +501,21 @@ mod tests {
         assert_eq!(notes.len(), 1, "3 errors of 290 are noise: {notes:?}");
         assert!(notes[0].starts_with("broken answered 100.0 %"), "{notes:?}");
         assert!(notes[0].contains("(steady)"), "{notes:?}");
+    }
+
+    #[test]
+    fn a_503_before_any_fault_is_a_refusal_from_a_target_that_refuses_with_503_and_an_error_otherwise()
+     {
+        let refusing = Counts {
+            offered: 1000,
+            admitted: 500,
+            unavailable: 500,
+            ..Counts::default()
+        };
+        let mut nginx = target("nginx", refusing);
+        nginx.refuses_with = 503;
+        let notes = broken_before_any_fault(&[nginx, target("other", refusing)]);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("other answered 50.0 %"), "{notes:?}");
     }
 }

@@ -480,6 +480,7 @@ pub async fn run(
             } else {
                 def.env.clone()
             },
+            refuses_with: def.refuses_with,
             events: events[t].clone(),
             phases: phase_facts
                 .iter()

@@ -68,6 +68,14 @@ struct RawReady {
 struct RawRequest {
     path: String,
     caller_header: String,
+    /// The status it answers when over the limit: 429, or 503 for a limiter that keeps its
+    /// default (NGINX's `limit_req_status`).
+    #[serde(default = "too_many_requests")]
+    refuses_with: u16,
+}
+
+fn too_many_requests() -> u16 {
+    429
 }
 
 #[derive(Debug, Deserialize)]
@@ -101,6 +109,9 @@ pub struct TargetDef {
     pub ready_timeout: Duration,
     pub request_path: String,
     pub caller_header: String,
+    /// The status it refuses with over the limit: 429 or 503. Either way the outcome is counted
+    /// under its own status; a declared 503 is only not taken for a broken target.
+    pub refuses_with: u16,
     pub default_instances: u32,
     pub metrics_path: Option<String>,
     pub fallback_counter: Option<String>,
@@ -145,6 +156,12 @@ pub fn read(path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
     }
     let ready_timeout = humantime::parse_duration(&raw.ready.timeout)
         .map_err(|e| invalid(format!("ready.timeout: {e}")))?;
+    if ![429, 503].contains(&raw.request.refuses_with) {
+        return Err(invalid(format!(
+            "request.refuses_with = {}: 429 or 503, the refusals failmode counts under their own status",
+            raw.request.refuses_with
+        )));
+    }
     for s in raw.start.command.iter().chain(raw.start.env.values()) {
         check_placeholders(path, s)?;
     }
@@ -176,6 +193,7 @@ pub fn read(path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
             ready_timeout,
             request_path: raw.request.path.clone(),
             caller_header: raw.request.caller_header.clone(),
+            refuses_with: raw.request.refuses_with,
             default_instances: raw.default_instances,
             metrics_path: raw.metrics.as_ref().map(|m| m.path.clone()),
             fallback_counter: raw
@@ -414,6 +432,27 @@ name = "x"
         .unwrap();
         let err = read(&path).unwrap_err().to_string();
         assert!(err.contains("{prot}"), "{err}");
+    }
+
+    #[test]
+    fn a_refusal_status_other_than_429_or_503_is_refused_and_429_is_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("target.toml");
+        let manifest = |request: &str| {
+            format!(
+                "default_instances = 1\nstart = {{ command = [\"x\"] }}\n\
+                 ready = {{ path = \"/healthz\", timeout = \"1s\" }}\n\
+                 request = {{ {request} }}\n[[variants]]\nname = \"x\"\n"
+            )
+        };
+        let plain = r#"path = "/", caller_header = "x-caller""#;
+        std::fs::write(&path, manifest(plain)).unwrap();
+        assert_eq!(read(&path).unwrap()[0].refuses_with, 429);
+        std::fs::write(&path, manifest(&format!("{plain}, refuses_with = 503"))).unwrap();
+        assert_eq!(read(&path).unwrap()[0].refuses_with, 503);
+        std::fs::write(&path, manifest(&format!("{plain}, refuses_with = 403"))).unwrap();
+        let err = read(&path).unwrap_err().to_string();
+        assert!(err.contains("refuses_with = 403"), "{err}");
     }
 
     #[test]

@@ -101,6 +101,7 @@ pub(crate) fn run(fault_phase: Option<&str>) -> RunResult {
             instances: 4,
             command: Vec::new(),
             env: Default::default(),
+            refuses_with: 429,
             send_lag_us: Percentiles::default(),
             events: Vec::new(),
             phases: PHASES
