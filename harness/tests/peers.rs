@@ -162,6 +162,11 @@ async fn nginx_limit_req_keeps_the_contract_but_refuses_with_503() {
 }
 
 #[tokio::test]
+async fn nginx_limit_req_share_keeps_the_contract_but_refuses_with_503() {
+    contract_refusing_with("nginx-limit-req-share", 503).await;
+}
+
+#[tokio::test]
 async fn spring_cloud_gateway_keeps_the_contract() {
     contract("spring-cloud-gateway").await;
 }
@@ -319,6 +324,18 @@ async fn express_rate_limit_answers_500_during_a_cut_unless_it_passes_on_store_e
         &r,
         "express-rate-limit-pass",
         "passOnStoreError true: everything admitted, acme's 120/s included",
+    );
+    // ioredis reconnects 50 × 2^(n-1) ms (+ up to 199 ms) after each failure: after a 6 s cut
+    // the next attempt is 0.35 s or more after Redis is back, and until then the errors go on.
+    let failing = tenant_in(&r, "express-rate-limit", "recovery", "all");
+    assert!(
+        failing.counts.server_error >= 30,
+        "errors go on after the cut until ioredis reconnects: {failing:?}"
+    );
+    let passing = tenant_in(&r, "express-rate-limit-pass", "recovery", "acme");
+    assert!(
+        passing.over_admission > 0.05,
+        "and passing on store errors admits everything meanwhile: {passing:?}"
     );
 }
 
@@ -517,8 +534,8 @@ async fn go_redis_rate_answers_500_during_a_cut() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nginx_limit_req_has_no_store_to_lose_and_limits_each_instance_alone() {
-    let (r, _out) = run_with(&["nginx-limit-req"], CUT).await;
+async fn nginx_limit_req_has_no_store_to_lose_and_refuses_with_503_at_its_share() {
+    let (r, _out) = run_with(&["nginx-limit-req", "nginx-limit-req-share"], CUT).await;
     assert!(
         r.notes
             .iter()
@@ -532,6 +549,23 @@ async fn nginx_limit_req_has_no_store_to_lose_and_limits_each_instance_alone() {
         assert!(
             acme.over_admission > 1.3 && acme.counts.unavailable == 0,
             "{phase}: every instance limits alone, so acme passes: {acme:?}"
+        );
+        // At 50 / 4 each, the four hold acme to the limit together, the same with Redis cut,
+        // and refuse the rest with nginx's 503, never a 429. Up to each instance's bucket
+        // (12 with nodelay) more in the first phase, which starts with the buckets full.
+        let acme = tenant_in(&r, "nginx-limit-req-share", phase, "acme");
+        let buckets = if phase == "steady" { 4.0 * 12.0 } else { 0.0 };
+        assert!(
+            acme.admitted_per_s > 45.0
+                && acme.counts.admitted as f64 <= acme.allowance + buckets + 4.0
+                && acme.counts.unavailable > 0
+                && acme.counts.admitted + acme.counts.unavailable == acme.counts.offered,
+            "{phase}: the share holds acme to 50/s and refuses the rest with 503s: {acme:?}"
+        );
+        let globex = tenant_in(&r, "nginx-limit-req-share", phase, "globex");
+        assert_eq!(
+            globex.counts.admitted, globex.counts.offered,
+            "{phase}: globex's 5/s per instance is under each instance's 12.5/s: {globex:?}"
         );
     }
 }

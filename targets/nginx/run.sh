@@ -4,7 +4,9 @@
 # worker), so the harness's SIGTERM reaches the nginx master (fast shutdown).
 # A missing or invalid setting stops it with exit code 64, one line per problem.
 # FAILMODE_REDIS_URL is accepted and ignored: nginx's limit_req keeps its counts in the
-# worker's shared memory, so every instance limits alone (limit x instances in total).
+# worker's shared memory, so every instance limits alone. NGINX_RATE says at what:
+# "limit" (each instance the whole limit: limit x instances in total) or "share" (limit /
+# instances each, what a store-less deployment must configure to hold the limit in total).
 set -uo pipefail
 
 problems=()
@@ -12,7 +14,7 @@ need() { if [ -z "${!1:-}" ]; then problems+=("$1 is missing"); fi; }
 whole() { [[ "${!1:-}" =~ ^[0-9]+$ ]] && [ "${!1}" -ge "$2" ] || problems+=("$1=\"${!1:-}\": want a whole number >= $2"); }
 
 for v in FAILMODE_BIND FAILMODE_PORT FAILMODE_INSTANCE_ID FAILMODE_LIMIT FAILMODE_WINDOW_MS \
-         FAILMODE_CALLER_HEADER NGINX_BURST; do need "$v"; done
+         FAILMODE_CALLER_HEADER NGINX_BURST NGINX_RATE; do need "$v"; done
 # 127.0.0.1 as failmode starts it; 0.0.0.0 only as the container image sets it
 # (targets/nginx/Dockerfile: docker-compose.yml publishes the port on the host's loopback).
 if [ -n "${FAILMODE_BIND:-}" ] && [ "$FAILMODE_BIND" != 127.0.0.1 ] && [ "$FAILMODE_BIND" != 0.0.0.0 ]; then
@@ -27,26 +29,37 @@ fi
 if [ -n "${FAILMODE_INSTANCE_ID:-}" ] && ! [[ "$FAILMODE_INSTANCE_ID" =~ ^[A-Za-z0-9._-]+$ ]]; then
   problems+=("FAILMODE_INSTANCE_ID=\"$FAILMODE_INSTANCE_ID\": want letters, digits, . _ -")
 fi
-# NGINX_BURST: "limit-1" (a bucket of `limit` requests, the same shape as redis_rate's
-# Burst = limit) or a whole number.
+case "${NGINX_RATE:-}" in
+  "") ;;
+  limit) ;;
+  share) need FAILMODE_INSTANCE_COUNT; [ -n "${FAILMODE_INSTANCE_COUNT:-}" ] && whole FAILMODE_INSTANCE_COUNT 1 ;;
+  *) problems+=("NGINX_RATE=\"$NGINX_RATE\": want limit or share") ;;
+esac
+# NGINX_BURST: "limit-1" (a bucket of the instance's whole quota, the same shape as
+# redis_rate's Burst = limit) or a whole number.
 case "${NGINX_BURST:-}" in
   "") ;;
   limit-1) ;;
   *) whole NGINX_BURST 0 ;;
 esac
 
-# nginx takes a rate only as whole requests per second or per minute.
+# nginx takes a rate only as whole requests per second or per minute. The instance's quota
+# is limit / share_of per window: share_of is 1, or the instance count under NGINX_RATE=share.
 rate=
 if [ ${#problems[@]} -eq 0 ]; then
-  limit=$FAILMODE_LIMIT window=$FAILMODE_WINDOW_MS
-  if [ $((limit * 1000 % window)) -eq 0 ]; then
-    rate="$((limit * 1000 / window))r/s"
-  elif [ $((limit * 60000 % window)) -eq 0 ]; then
-    rate="$((limit * 60000 / window))r/m"
+  limit=$FAILMODE_LIMIT window=$FAILMODE_WINDOW_MS share_of=1
+  [ "$NGINX_RATE" = share ] && share_of=$FAILMODE_INSTANCE_COUNT
+  per=$((window * share_of))
+  if [ $((limit * 1000 % per)) -eq 0 ]; then
+    rate="$((limit * 1000 / per))r/s"
+  elif [ $((limit * 60000 % per)) -eq 0 ]; then
+    rate="$((limit * 60000 / per))r/m"
   else
-    problems+=("FAILMODE_LIMIT=$limit per FAILMODE_WINDOW_MS=$window is not a whole number of requests per second or per minute, the only rates nginx takes")
+    problems+=("FAILMODE_LIMIT=$limit per FAILMODE_WINDOW_MS=$window (NGINX_RATE=$NGINX_RATE, $share_of instance(s) sharing it) is not a whole number of requests per second or per minute, the only rates nginx takes")
   fi
-  if [ "$NGINX_BURST" = limit-1 ]; then burst=$((limit - 1)); else burst=$NGINX_BURST; fi
+  # A bucket of the whole quota, rounded down (nodelay admits burst + 1 at once), at least 1.
+  quota=$((limit / share_of))
+  if [ "$NGINX_BURST" = limit-1 ]; then burst=$((quota > 1 ? quota - 1 : 0)); else burst=$NGINX_BURST; fi
 fi
 
 NGINX=$(command -v nginx || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; } || true)
@@ -86,7 +99,7 @@ http {
     server_tokens off;
     keepalive_requests 100000;
 
-    # \$$var is the $FAILMODE_CALLER_HEADER header. $FAILMODE_LIMIT per ${FAILMODE_WINDOW_MS} ms = $rate.
+    # \$$var is the $FAILMODE_CALLER_HEADER header. $FAILMODE_LIMIT per ${FAILMODE_WINDOW_MS} ms, NGINX_RATE=$NGINX_RATE: $rate.
     limit_req_zone \$$var zone=callers:10m rate=$rate;
     # limit_req_status left at its default, 503. Refusals are logged at "warn", below error_log's level.
     limit_req_log_level warn;
@@ -113,5 +126,5 @@ http {
 }
 CONF
 
-echo "started {\"target\":\"nginx-limit-req\",\"instance\":\"$FAILMODE_INSTANCE_ID\",\"nginx\":\"$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')\",\"rate\":\"$rate\",\"burst\":$burst,\"nodelay\":true,\"limit_req_status\":503,\"store\":\"none (worker shared memory; FAILMODE_REDIS_URL ignored)\",\"conf\":\"$dir/nginx.conf\"}"
+echo "started {\"target\":\"nginx-limit-req\",\"instance\":\"$FAILMODE_INSTANCE_ID\",\"nginx\":\"$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')\",\"rate_of\":\"$NGINX_RATE\",\"rate\":\"$rate\",\"burst\":$burst,\"nodelay\":true,\"limit_req_status\":503,\"store\":\"none (worker shared memory; FAILMODE_REDIS_URL ignored)\",\"conf\":\"$dir/nginx.conf\"}"
 exec "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e stderr
