@@ -3,7 +3,7 @@
 Served by gunicorn (see gunicorn.conf.py); every setting comes from the environment the
 manifest sets (see settings.py).
 
-  GET /api      limited per caller (the x-caller header): the configured limit per window,
+  GET /api      limited per caller (the FAILMODE_CALLER_HEADER header): the limit per window,
                 flask-limiter's default 429 beyond it; 400 without the header.
   GET /healthz  503 until the limiter's storage has answered a PING once, then 200 for good.
   GET /metrics  failmode_fallback_total: /api requests decided without Redis, by reason
@@ -32,7 +32,7 @@ import settings as _settings
 
 S = _settings.load_or_exit()
 
-CALLER_HEADER = "x-caller"
+CALLER_HEADER = S.caller_header
 LIMITER_LOGGER = "flask-limiter"
 # flask-limiter's own messages (flask_limiter/_extension.py, 4.1.1).
 SWALLOWED_MESSAGE = "Failed to rate limit. Swallowing error"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import sys
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,6 +36,13 @@ def _raw(name: str) -> str:
     if not value:
         raise SettingError(f"{name} is empty")
     return value
+
+
+def _header(name: str) -> str:
+    raw = _raw(name)
+    if not re.fullmatch(r"[A-Za-z0-9-]+", raw):
+        raise SettingError(f"{name}={raw!r} is not a header name (letters, digits, -)")
+    return raw.lower()
 
 
 def _int(name: str, lo: int, hi: int) -> int:
@@ -107,6 +115,7 @@ class Settings:
     bind: str
     port: int
     instance_id: str
+    caller_header: str
     limit: int
     window_ms: int
     limit_string: str
@@ -143,6 +152,7 @@ def load() -> Settings:
         bind=_raw("FAILMODE_BIND"),
         port=_int("FAILMODE_PORT", 1, 65535),
         instance_id=_raw("FAILMODE_INSTANCE_ID"),
+        caller_header=_header("FAILMODE_CALLER_HEADER"),
         limit=limit,
         window_ms=window_ms,
         limit_string=limit_string(limit, window_ms),
