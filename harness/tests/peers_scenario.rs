@@ -104,32 +104,21 @@ fn the_peers_scenario_runs_every_target_through_every_fault_and_confirms_the_see
         );
     }
 
-    // What happens with the store gone does not depend on how long it is gone.
-    for says in [
-        "with the Redis connection cut, express-rate-limit and rate-limiter-flexible served nothing",
-        "Envoy (and Kong, not run here) allow while express-rate-limit refuses",
-        "several fail-closed paths answer with a 500 rather than a 429",
-    ] {
-        let claim = o
-            .claims
-            .iter()
-            .find(|c| c.claim.says.starts_with(says))
-            .unwrap_or_else(|| panic!("peers.toml still tests {says:?}"));
+    // Every statement holds at a fifth of the timeline too: what happens with the store gone
+    // does not depend on how long it is gone, a phantom hit lasts one window, and ioredis's
+    // reconnect delay after a 6 s cut is still 0.35 s or more (50 × 2^6 ms after 3.15 s).
+    assert_eq!(
+        o.claims.len(),
+        scenario.claims.len(),
+        "every claim of peers.toml is judged"
+    );
+    for claim in &o.claims {
         assert_eq!(
             claim.verdict,
             Verdict::Confirmed,
-            "{says}: {:?}",
-            claim.checks
-        );
-    }
-    // The rest are about timing (reconnect delays, phantom hits) that a fifth of the
-    // timeline may not show; each must still be judged on targets that ran.
-    for claim in &o.claims {
-        assert!(
-            !matches!(claim.verdict, Verdict::NotTested(_)),
-            "{}: {:?}",
+            "{}: {:#?}",
             claim.claim.says,
-            claim.verdict
+            claim.checks
         );
     }
 
