@@ -9,7 +9,8 @@ default:
     @just --list
 
 # Install what the tests and runs need and is missing: redis-server, toxiproxy-server, the Node.js
-# targets' packages (npm ci) and the Python targets' virtualenv (.tools/python); idempotent.
+# targets' packages (npm ci), the Python targets' virtualenv (.tools/python), the Go targets
+# (.tools/bin), the Java target (.tools/java) and Debian's nginx; idempotent.
 setup:
     @scripts/setup.sh
 
@@ -34,9 +35,10 @@ compose-chaos NAME *ARGS:
 gate NAME *ARGS: setup build
     target/release/failmode run {{NAME}} --no-build --gate {{ARGS}}
 
-# The reference beside the Node.js and Python limiters people deploy, through a slow, a hung, a
-# stalled and a cut Redis; regenerates docs/peers.md from the run. Four targets at a time (about
-# 14 minutes): eleven at once saturated 2 cores. Flags go to `failmode run`.
+# The reference beside the Node.js, Python, Go and Java limiters people deploy and NGINX's
+# store-less limit_req, through a slow, a hung, a stalled and a cut Redis; regenerates
+# docs/peers.md from the run. Four targets at a time (five batches, about 18 minutes): eleven
+# at once saturated 2 cores. Flags go to `failmode run`.
 peers *ARGS: setup build
     target/release/failmode run peers --no-build --batch 4 {{ARGS}}
     target/release/failmode outcomes results/latest --out docs/peers.md --regenerate "just peers{{ if ARGS == "" { "" } else { " " + ARGS } }}"
