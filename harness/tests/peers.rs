@@ -1,6 +1,6 @@
-//! The peer limiters (targets/node, targets/python) as real targets: each one's contract on a
-//! real redis-server, and each family's documented outage behaviour through a real Toxiproxy
-//! cut, run by the harness on a scaled-down seed 000 population. Needs `just setup` (the
+//! The peer limiters (targets/node, python, go, java, nginx) as real targets: each one's
+//! contract on a real redis-server, and each one's documented outage behaviour through a real
+//! Toxiproxy fault, run by the harness on a scaled-down seed 000 population. Needs `just setup` (the
 //! packages and the virtualenv); a missing install fails with the command that fixes it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -113,7 +113,7 @@ pub struct TargetResult {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// The status it refuses with over the limit (its manifest's): 429, or 503 (NGINX).
-    #[serde(default = "too_many_requests")]
+    #[serde(default = "crate::targets::manifest::too_many_requests")]
     pub refuses_with: u16,
     /// The load generator's lateness for this target: actual − scheduled send, µs.
     pub send_lag_us: Percentiles,
@@ -339,10 +339,6 @@ const HEALTHY_ERROR_SHARE: f64 = 0.01;
 /// Redis, 290 requests), 3 timeouts in the cold first second (a JIT compiling beside it, a
 /// pool growing) pass 1 % without anything being broken.
 const BROKEN_ERRORS_AT_LEAST: u64 = 10;
-
-fn too_many_requests() -> u16 {
-    429
-}
 
 /// Notes naming each target that answered 5xx or not at all before the first fault: with a
 /// healthy store, that is a broken target (seen: a limiter built before its Redis client was

@@ -74,7 +74,8 @@ struct RawRequest {
     refuses_with: u16,
 }
 
-fn too_many_requests() -> u16 {
+/// What a limiter answers over the limit unless its manifest says otherwise.
+pub(crate) fn too_many_requests() -> u16 {
     429
 }
 
