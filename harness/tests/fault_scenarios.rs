@@ -217,8 +217,8 @@ async fn a_noisy_neighbour_pushes_some_calls_past_the_budget_the_reference_falls
     assert!(scans.iter().any(|d| d.contains("full scans")), "{scans:?}");
     let reference = r.targets.iter().find(|t| t.name == "reference").unwrap();
     let fault = reference.phases.iter().find(|p| p.name == "fault").unwrap();
-    // Calls that arrive during a scan wait for it, past the 20 ms budget: measured 11 % of
-    // requests decided by the fallback, and no error.
+    // Calls that arrive during a scan wait for it, past the 20 ms budget: measured 13 % of
+    // requests decided by the fallback (36 ms scans), and no error.
     let fallbacks = fault.fallbacks.unwrap();
     assert!(
         fallbacks > 0.02 * fault.all.counts.offered as f64,
