@@ -1,5 +1,5 @@
-//! The `failmode` command line: parse, call the library, map the outcome to an exit code
-//! (0 done, 2 the harness or its input failed, 130 interrupted with partial results written).
+//! The `failmode` command line: parse, call the library, map the outcome to an exit code by
+//! the one table every command follows, [`EXIT_CODES`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,10 +20,21 @@ use failmode::scenario::{self, Scenario};
 use failmode::{compare, gate, report, targets};
 use tokio_util::sync::CancellationToken;
 
+/// The exit codes of every command. Later features add theirs here, nowhere else.
+const EXIT_CODES: &str = "\
+Exit status (every command):
+  0    done; every check passed
+  1    a check failed, including a check on a value that was not measured
+  2    unusable input or a harness failure (gate on a partial run without --allow-partial,
+       gate or compare on one worker's folder)
+  3    the measurement cannot be trusted: the load generator dropped requests or fell behind
+       beyond its thresholds (the checks are still printed)
+  130  interrupted; what was measured is written, marked partial";
+
 /// Chaos and load-test harness for rate limiters: what does your limiter do when Redis is slow
 /// or gone?
 #[derive(Debug, Parser)]
-#[command(name = "failmode", version)]
+#[command(name = "failmode", version, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -174,6 +185,10 @@ struct GateArgs {
     /// A TOML file of [[gates]] to use instead of the scenario's.
     #[arg(long)]
     gates: Option<PathBuf>,
+    /// Gate an interrupted (partial) run too: its verdicts rest on the part of the timeline
+    /// that ran. Without it, gating a partial run exits 2.
+    #[arg(long)]
+    allow_partial: bool,
 }
 
 /// The scenario as a run plays it: which, its seed, its time scale, where its results go.
@@ -422,7 +437,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 Some(path) => Some(gate::gates_from_file(path)?),
                 None => None,
             };
-            gate(&args.results, gates)
+            gate(&args.results, gates, args.allow_partial)
         }
         Command::Run(args) => {
             let scenario = args.run.scenario(&root)?;
@@ -534,7 +549,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 return Ok(exit_code(130));
             }
             if args.gate {
-                return gate(&outcome.folder.path, None);
+                return gate(&outcome.folder.path, None, false);
             }
             Ok(exit_code(0))
         }
@@ -624,8 +639,12 @@ async fn watch_signals(interrupt: CancellationToken) {
 
 /// Checks a results folder, prints the table, writes JUnit XML and a Markdown summary beside
 /// the results (and appends the summary to `$GITHUB_STEP_SUMMARY` when CI sets it).
-fn gate(folder: &std::path::Path, gates: Option<Vec<gate::Gate>>) -> anyhow::Result<ExitCode> {
-    let (run, checks) = gate::gate_folder(folder, gates)?;
+fn gate(
+    folder: &std::path::Path,
+    gates: Option<Vec<gate::Gate>>,
+    allow_partial: bool,
+) -> anyhow::Result<ExitCode> {
+    let (run, checks) = gate::gate_folder(folder, gates, allow_partial)?;
     println!("\ngates of {}:", run.scenario);
     println!("{}", gate::table(&checks));
     let markdown = gate::markdown(&run.scenario, &checks);
@@ -640,11 +659,18 @@ fn gate(folder: &std::path::Path, gates: Option<Vec<gate::Gate>>) -> anyhow::Res
     let failed = checks.iter().filter(|c| !c.passed).count();
     if failed == 0 {
         println!("all {} checks pass", checks.len());
-        Ok(exit_code(0))
     } else {
         println!("{failed} of {} checks fail", checks.len());
-        Ok(exit_code(1))
     }
+    let untrusted = run.untrusted();
+    if !untrusted.is_empty() {
+        for why in &untrusted {
+            println!("untrusted: {why}");
+        }
+        println!("the measurement cannot be trusted: no verdict (exit 3)");
+        return Ok(exit_code(3));
+    }
+    Ok(exit_code(u8::from(failed > 0)))
 }
 
 /// Appends Markdown to the CI job's page when `$GITHUB_STEP_SUMMARY` names one.

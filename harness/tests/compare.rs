@@ -68,11 +68,12 @@ fn tenant(name: &str, offered: u64, rates: Rates, latency_us: Percentiles) -> Te
         counts,
         allowance: offered as f64 / 2.0,
         entitled: offered as f64 / 2.0,
-        over_admission: rates.over_admission,
-        wrongful_denial: rates.wrongful_denial,
+        over_admission: Some(rates.over_admission),
+        over_admission_beyond_window: Some(0.0),
+        wrongful_denial: Some(rates.wrongful_denial),
         admitted_per_s: counts.admitted as f64 / 10.0,
-        latency_us,
-        service_time_us: latency_us,
+        latency_us: Some(latency_us),
+        service_time_us: Some(latency_us),
     }
 }
 
@@ -106,6 +107,7 @@ fn phase(
         fallbacks: None,
         store_commands: None,
         store_amplification: None,
+        store_amplification_per_attempt: None,
         client_amplification: None,
         tenants: vec![tenant("acme", offered, rates, latency)],
         all,
@@ -161,7 +163,7 @@ fn repeat(scenario: &str, targets: &[(&str, Behaviour)], seed: u64) -> Repeat {
                 command: Vec::new(),
                 env: Default::default(),
                 refuses_with: 429,
-                send_lag_us: Percentiles::default(),
+                send_lag_us: None,
                 events: Vec::new(),
                 phases,
             }

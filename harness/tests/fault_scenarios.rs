@@ -64,7 +64,7 @@ async fn eviction_lets_acme_through_with_no_error_anywhere() {
     for target in ["reference", "fail-closed"] {
         let acme = tenant_in(&r, target, "fault", "acme");
         // Its counters are evicted as fast as they are written: nearly all of acme passes.
-        assert!(acme.over_admission > 1.0, "{target}: {acme:?}");
+        assert!(acme.over_admission.unwrap() > 1.0, "{target}: {acme:?}");
         for phase in ["steady", "fault", "recovery"] {
             let all = tenant_in(&r, target, phase, "all");
             assert_eq!(
@@ -196,11 +196,11 @@ async fn a_paused_redis_is_served_by_the_breaker_and_refused_by_fail_closed() {
     let (r, _) = run_scaled("client-pause", &["reference", "fail-closed"]).await;
     for quiet in ["globex", "initech"] {
         let t = tenant_in(&r, "reference", "fault", quiet);
-        assert!(t.wrongful_denial < 0.02, "{quiet}: {t:?}");
+        assert!(t.wrongful_denial.unwrap() < 0.02, "{quiet}: {t:?}");
     }
     let acme = tenant_in(&r, "reference", "fault", "acme");
     assert!(
-        acme.over_admission < 0.1 && acme.wrongful_denial < 0.1,
+        acme.over_admission.unwrap() < 0.1 && acme.wrongful_denial.unwrap() < 0.1,
         "local share holds acme near the limit: {acme:?}"
     );
     let closed = tenant_in(&r, "fail-closed", "fault", "all");
@@ -241,20 +241,20 @@ async fn a_tenant_pinned_to_one_instance_gets_one_share_of_the_limit_during_an_o
     // 75.8 %), while globex and initech, spread evenly, are served in full.
     let acme = tenant_in(&r, "reference", "fault", "acme");
     assert!(
-        (0.70..0.80).contains(&acme.wrongful_denial) && acme.admitted_per_s < 15.0,
+        (0.70..0.80).contains(&acme.wrongful_denial.unwrap()) && acme.admitted_per_s < 15.0,
         "{acme:?}"
     );
     for quiet in ["globex", "initech"] {
         let t = tenant_in(&r, "reference", "fault", quiet);
-        assert!(t.wrongful_denial < 0.02, "{quiet}: {t:?}");
+        assert!(t.wrongful_denial.unwrap() < 0.02, "{quiet}: {t:?}");
     }
     // While Redis is healthy, where acme lands does not matter.
     let steady = tenant_in(&r, "reference", "steady", "acme");
-    assert!(steady.wrongful_denial < 0.05, "{steady:?}");
+    assert!(steady.wrongful_denial.unwrap() < 0.05, "{steady:?}");
     // The whole limit per instance, as local-only keeps it, holds a pinned acme at the limit.
     let alone = tenant_in(&r, "local-only", "fault", "acme");
     assert!(
-        alone.wrongful_denial < 0.05 && alone.over_admission < 0.1,
+        alone.wrongful_denial.unwrap() < 0.05 && alone.over_admission.unwrap() < 0.1,
         "{alone:?}"
     );
 }
@@ -299,6 +299,7 @@ async fn retrying_clients_triple_the_load_on_a_fail_closed_limiter_and_not_on_th
     assert!(told > 2.5, "globex on 503 + Retry-After: {told}");
     let waited = tenant_in(&r, "fail-closed-503", "fault", "globex")
         .latency_us
+        .unwrap()
         .p50;
     assert!(waited >= 1_900_000, "two 1 s waits: p50 {waited} µs");
     // The reference answers 429 to acme (no client retries a 429) and admits the rest:
@@ -368,7 +369,7 @@ async fn eight_instances_told_there_are_four_let_acme_through_at_twice_the_limit
     );
     for quiet in ["globex", "initech"] {
         let t = tenant_in(&r, "reference", "fault", quiet);
-        assert!(t.wrongful_denial < 0.02, "{quiet}: {t:?}");
+        assert!(t.wrongful_denial.unwrap() < 0.02, "{quiet}: {t:?}");
     }
     let all = tenant_in(&r, "reference", "fault", "all");
     assert_eq!(
@@ -398,12 +399,12 @@ async fn three_instances_still_dividing_by_four_refuse_a_quarter_of_acmes_entitl
     // 3 × 12 of acme's 50 a second: wrongful denial 1 − 36/50 = 28 % (measured 25 %).
     let acme = tenant_in(&r, "reference", "fault", "acme");
     assert!(
-        (0.18..=0.32).contains(&acme.wrongful_denial),
+        (0.18..=0.32).contains(&acme.wrongful_denial.unwrap()),
         "the divisor stayed 4: {acme:?}"
     );
     for quiet in ["globex", "initech"] {
         let t = tenant_in(&r, "reference", "fault", quiet);
-        assert!(t.wrongful_denial < 0.02, "{quiet}: {t:?}");
+        assert!(t.wrongful_denial.unwrap() < 0.02, "{quiet}: {t:?}");
     }
     // The balancer took the dead instance out at once: at most the requests in flight on
     // it when it died fail.

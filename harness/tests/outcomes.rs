@@ -5,6 +5,7 @@
 
 mod support;
 
+use failmode::gate::recovery::Recovery;
 use failmode::outcomes::{self, OutcomesError, Verdict};
 use failmode::results::RunResult;
 use support::{folder_with, run};
@@ -54,7 +55,7 @@ fn closed_run() -> RunResult {
         t.counts.server_error = t.counts.offered;
         t.counts.admitted = 0;
         t.counts.limited = 0;
-        t.wrongful_denial = 1.0;
+        t.wrongful_denial = Some(1.0);
         t.admitted_per_s = 0.0;
     }
     run
@@ -90,7 +91,10 @@ fn each_fault_gets_a_table_with_a_row_per_target_and_the_phase_after_it() {
     assert_eq!(alpha.wrongful_denial.as_ref().unwrap().value, 0.0);
     assert_eq!(
         beta.recovery_s,
-        Ok(Some(0.0)),
+        Ok(Recovery::Recovered {
+            after_s: 0.0,
+            relapses: 0
+        }),
         "the series is in band at once"
     );
 }
@@ -109,7 +113,7 @@ fn a_target_still_admitting_everything_after_the_fault_shows_it_beside_its_recov
         .iter_mut()
         .find(|t| t.name == "acme")
         .unwrap()
-        .over_admission = 1.4;
+        .over_admission = Some(1.4);
     let dir = folder(&run, SCENARIO);
     let o = outcomes::read(dir.path()).unwrap();
     let alpha = &o.tables[0].rows[0];

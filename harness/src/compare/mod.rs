@@ -217,13 +217,13 @@ impl Metric {
             }
         };
         match self {
-            Metric::P50 => a.latency_us.p50 as f64,
-            Metric::P99 => a.latency_us.p99 as f64,
-            Metric::P999 => a.latency_us.p999 as f64,
+            Metric::P50 => a.latency_us.map_or(0.0, |p| p.p50 as f64),
+            Metric::P99 => a.latency_us.map_or(0.0, |p| p.p99 as f64),
+            Metric::P999 => a.latency_us.map_or(0.0, |p| p.p999 as f64),
             Metric::Limited => share(a.counts.limited),
             Metric::Errors5xx => share(a.counts.errors_5xx()),
-            Metric::OverAdmission => a.over_admission,
-            Metric::WrongfulDenial => a.wrongful_denial,
+            Metric::OverAdmission => a.over_admission.unwrap_or(0.0),
+            Metric::WrongfulDenial => a.wrongful_denial.unwrap_or(0.0),
         }
     }
 }

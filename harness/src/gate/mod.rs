@@ -1,6 +1,8 @@
 //! Release gates: thresholds on outage behaviour, written in the scenario (`[[gates]]`) or a
 //! gates file, checked against a results folder. A threshold naming a metric, target, phase or
-//! tenant that the run does not have is an error, never a silent pass.
+//! tenant that the run does not have is an error, never a silent pass; a threshold on a value
+//! the run did not measure (a cell nothing reached the target in, a recovery with too little
+//! time after the fault) fails and says so.
 
 mod output;
 pub mod recovery;
@@ -11,7 +13,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 pub use output::{junit_xml, markdown, table};
-use recovery::{Band, SecondSample, second_sample};
+use recovery::{Band, Recovery, SecondSample, second_sample};
 
 use crate::results::read::{ReadError, SeriesRow, read_series};
 use crate::results::{PhaseResult, RunResult, TargetResult, TenantResult};
@@ -25,6 +27,21 @@ pub enum GateError {
     Read(#[from] ReadError),
     #[error("cannot read gates from {path}: {message}")]
     File { path: String, message: String },
+    #[error(
+        "{path} holds a partial run (interrupted, or cut short by a harness error): its verdicts \
+         would rest on part of the timeline; gate it anyway with --allow-partial"
+    )]
+    Partial { path: String },
+    #[error(
+        "{path} holds one worker's share of a run (--worker {index}/{count}): its \
+         over-admission and wrongful denial are not measured, since the limiter's decisions \
+         rest on every worker's traffic; merge the workers first (failmode merge)"
+    )]
+    Worker {
+        path: String,
+        index: u32,
+        count: u32,
+    },
 }
 
 /// What a gate measures.
@@ -44,16 +61,20 @@ pub enum Metric {
     /// A count of refused, reset and timed-out requests.
     TransportErrors,
     OverAdmission,
+    /// Over-admission beyond one window's limit: 0 for a correct limiter at any phase length.
+    OverAdmissionBeyondWindow,
     WrongfulDenial,
     /// Seconds from the end of the gate's phase (the fault) until back in the steady band.
     RecoveryS,
-    /// Redis commands per attempt sent.
+    /// Redis commands per request offered.
     StoreAmplification,
+    /// Redis commands per attempt sent.
+    StoreAmplificationPerAttempt,
     /// Attempts sent per request offered (retrying clients above 1).
     ClientAmplification,
 }
 
-const METRICS: [(&str, Metric); 13] = [
+const METRICS: [(&str, Metric); 15] = [
     ("p50_ms", Metric::P50Ms),
     ("p99_ms", Metric::P99Ms),
     ("p999_ms", Metric::P999Ms),
@@ -63,9 +84,17 @@ const METRICS: [(&str, Metric); 13] = [
     ("rate_5xx", Metric::Rate5xx),
     ("transport_errors", Metric::TransportErrors),
     ("over_admission", Metric::OverAdmission),
+    (
+        "over_admission_beyond_window",
+        Metric::OverAdmissionBeyondWindow,
+    ),
     ("wrongful_denial", Metric::WrongfulDenial),
     ("recovery_s", Metric::RecoveryS),
     ("store_amplification", Metric::StoreAmplification),
+    (
+        "store_amplification_per_attempt",
+        Metric::StoreAmplificationPerAttempt,
+    ),
     ("client_amplification", Metric::ClientAmplification),
 ];
 
@@ -78,7 +107,10 @@ impl Metric {
     }
 
     fn per_tenant(self) -> bool {
-        !matches!(self, Self::RecoveryS | Self::StoreAmplification)
+        !matches!(
+            self,
+            Self::RecoveryS | Self::StoreAmplification | Self::StoreAmplificationPerAttempt
+        )
     }
 
     /// How a value of this metric reads: shares as %, times with their unit.
@@ -90,12 +122,15 @@ impl Metric {
             | Self::Rate503
             | Self::Rate5xx
             | Self::OverAdmission
+            | Self::OverAdmissionBeyondWindow
             | Self::WrongfulDenial => {
                 format!("{:.1} %", v * 100.0)
             }
             Self::TransportErrors => format!("{v:.0}"),
             Self::RecoveryS => format!("{v:.1} s"),
-            Self::StoreAmplification | Self::ClientAmplification => format!("{v:.2}"),
+            Self::StoreAmplification
+            | Self::StoreAmplificationPerAttempt
+            | Self::ClientAmplification => format!("{v:.2}"),
         }
     }
 }
@@ -111,6 +146,50 @@ impl Bound {
         match self {
             Self::Max(max) => v <= max,
             Self::Min(min) => v >= min,
+        }
+    }
+}
+
+/// What a gate read from the run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Actual {
+    Value(f64),
+    /// Larger than any number: a target that never recovered. It satisfies a `min` and fails
+    /// a `max`.
+    Unbounded,
+    /// The run did not measure it, and why: it fails whatever the bound, never passing on
+    /// nothing.
+    NotMeasured(String),
+}
+
+impl Actual {
+    pub fn passes(&self, bound: Bound) -> bool {
+        match self {
+            Self::Value(v) => bound.admits(*v),
+            Self::Unbounded => matches!(bound, Bound::Min(_)),
+            Self::NotMeasured(_) => false,
+        }
+    }
+
+    /// The number, where there is one (`gate.json`, JUnit properties).
+    pub fn value(&self) -> Option<f64> {
+        match self {
+            Self::Value(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    fn of(value: Option<f64>, why_not: &str) -> Self {
+        value.map_or_else(|| Self::NotMeasured(why_not.to_owned()), Self::Value)
+    }
+}
+
+impl From<Recovery> for Actual {
+    fn from(r: Recovery) -> Self {
+        match r {
+            Recovery::Recovered { after_s, .. } => Self::Value(after_s),
+            Recovery::Never => Self::Unbounded,
+            Recovery::NotMeasured { .. } => Self::NotMeasured(r.to_string()),
         }
     }
 }
@@ -244,8 +323,7 @@ pub struct Check {
     pub metric: Metric,
     pub tenant: Option<String>,
     pub bound: Bound,
-    /// `None`: the value does not exist (never recovered, no store reading).
-    pub actual: Option<f64>,
+    pub actual: Actual,
     pub passed: bool,
 }
 
@@ -258,10 +336,10 @@ impl Check {
     }
 
     pub fn actual_text(&self) -> String {
-        match (self.actual, self.metric) {
-            (Some(v), m) => m.format(v),
-            (None, Metric::RecoveryS) => "never".into(),
-            (None, _) => "not measured".into(),
+        match &self.actual {
+            Actual::Value(v) => self.metric.format(*v),
+            Actual::Unbounded => "never".into(),
+            Actual::NotMeasured(why) => format!("not measured: {why}"),
         }
     }
 
@@ -287,34 +365,51 @@ impl fmt::Display for Check {
     }
 }
 
-fn share(part: u64, of: u64) -> f64 {
-    if of == 0 {
-        0.0
-    } else {
-        part as f64 / of as f64
+/// Why a cell's figures are not measured.
+const NOTHING_SENT: &str = "no request of this cell reached the target (no traffic, or every \
+                            request dropped or throttled)";
+
+fn tenant_value(metric: Metric, t: &TenantResult) -> Actual {
+    let ms = |p: Option<crate::results::Percentiles>,
+              q: fn(&crate::results::Percentiles) -> u64| {
+        Actual::of(p.map(|p| q(&p) as f64 / 1000.0), NOTHING_SENT)
+    };
+    let c = &t.counts;
+    match metric {
+        Metric::P50Ms => ms(t.latency_us, |p| p.p50),
+        Metric::P99Ms => ms(t.latency_us, |p| p.p99),
+        Metric::P999Ms => ms(t.latency_us, |p| p.p999),
+        Metric::Rate2xx => Actual::of(t.share_of_offered(c.admitted), NOTHING_SENT),
+        Metric::Rate429 => Actual::of(t.share_of_offered(c.limited), NOTHING_SENT),
+        Metric::Rate503 => Actual::of(t.share_of_offered(c.unavailable), NOTHING_SENT),
+        Metric::Rate5xx => Actual::of(t.share_of_offered(c.errors_5xx()), NOTHING_SENT),
+        Metric::TransportErrors => Actual::of(
+            t.measured().then_some(c.transport_error as f64),
+            NOTHING_SENT,
+        ),
+        Metric::OverAdmission => Actual::of(t.over_admission, NOTHING_SENT),
+        Metric::OverAdmissionBeyondWindow => {
+            Actual::of(t.over_admission_beyond_window, NOTHING_SENT)
+        }
+        Metric::WrongfulDenial => Actual::of(
+            t.wrongful_denial,
+            if t.measured() {
+                "nothing was entitled: every request was refused by the client itself"
+            } else {
+                NOTHING_SENT
+            },
+        ),
+        Metric::ClientAmplification => {
+            Actual::of(c.client_amplification(), "no request was offered")
+        }
+        Metric::RecoveryS | Metric::StoreAmplification | Metric::StoreAmplificationPerAttempt => {
+            Actual::NotMeasured(format!("{} is per target", metric.name()))
+        }
     }
 }
 
-fn tenant_value(metric: Metric, t: &TenantResult) -> Option<f64> {
-    let ms = |us: u64| us as f64 / 1000.0;
-    let c = &t.counts;
-    Some(match metric {
-        Metric::P50Ms => ms(t.latency_us.p50),
-        Metric::P99Ms => ms(t.latency_us.p99),
-        Metric::P999Ms => ms(t.latency_us.p999),
-        Metric::Rate2xx => share(c.admitted, c.offered),
-        Metric::Rate429 => share(c.limited, c.offered),
-        Metric::Rate503 => share(c.unavailable, c.offered),
-        Metric::Rate5xx => share(c.errors_5xx(), c.offered),
-        Metric::TransportErrors => c.transport_error as f64,
-        Metric::OverAdmission => t.over_admission,
-        Metric::WrongfulDenial => t.wrongful_denial,
-        Metric::ClientAmplification => return c.client_amplification(),
-        Metric::RecoveryS | Metric::StoreAmplification => return None,
-    })
-}
-
-/// The per-second samples of one target, all tenants together.
+/// The per-second samples of one target, all tenants together; the last second weighed by the
+/// part of it the run covered.
 fn seconds_of(run: &RunResult, target: &str, series: &[SeriesRow]) -> Vec<SecondSample> {
     let allowance_per_s = run.limit / run.window_s;
     let mut seconds: Vec<u64> = series
@@ -338,19 +433,20 @@ fn seconds_of(run: &RunResult, target: &str, series: &[SeriesRow]) -> Vec<Second
                 .filter(|r| r.tenant != "all")
                 .map(|r| r.counts)
                 .collect();
-            second_sample(second as f64, p99, &tenants, allowance_per_s)
+            let covered_s = (run.duration_s - second as f64).clamp(0.0, 1.0);
+            second_sample(second as f64, covered_s, p99, &tenants, allowance_per_s)
         })
         .collect()
 }
 
-/// Seconds from the end of `fault` until `target` is back in its steady band (see
-/// [`recovery`]); `Ok(None)`: never.
+/// How long `target` took after `fault` to be back in its steady band, by the rule of
+/// [`recovery`]; `Err` when the run cannot tell (no steady phase, or a silent one).
 pub fn recovery_time(
     run: &RunResult,
     target: &TargetResult,
     fault: &PhaseResult,
     series: &[SeriesRow],
-) -> Result<Option<f64>, String> {
+) -> Result<Recovery, String> {
     let steady = target
         .phases
         .iter()
@@ -370,11 +466,12 @@ pub fn recovery_time(
         .filter(|p| p.start_s >= fault.end_s && !p.faults.is_empty())
         .map(|p| p.start_s)
         .reduce(f64::min);
-    Ok(recovery::recovery_s(
+    Ok(recovery::recovery(
         &samples,
         fault.end_s,
         next_fault,
         &band,
+        recovery::seconds_needed(run.window_s),
     ))
 }
 
@@ -426,9 +523,16 @@ pub fn evaluate(
                 })?;
             let actual = match (gate.metric, &gate.tenant) {
                 (Metric::RecoveryS, _) => {
-                    recovery_time(run, target, phase, series).map_err(&invalid)?
+                    Actual::from(recovery_time(run, target, phase, series).map_err(&invalid)?)
                 }
-                (Metric::StoreAmplification, _) => phase.store_amplification,
+                (Metric::StoreAmplification, _) => Actual::of(
+                    phase.store_amplification,
+                    "no Redis command count for this phase, or nothing was offered",
+                ),
+                (Metric::StoreAmplificationPerAttempt, _) => Actual::of(
+                    phase.store_amplification_per_attempt,
+                    "no Redis command count for this phase, or nothing was sent",
+                ),
                 (m, Some(name)) => {
                     let tenant =
                         phase
@@ -456,20 +560,43 @@ pub fn evaluate(
                 metric: gate.metric,
                 tenant: gate.tenant.clone(),
                 bound: gate.bound,
+                passed: actual.passes(gate.bound),
                 actual,
-                passed: actual.is_some_and(|v| gate.bound.admits(v)),
             });
         }
     }
     Ok(checks)
 }
 
+/// Refuses a run whose verdicts would rest on part of the traffic: one worker's share always,
+/// an interrupted run unless `allow_partial`.
+pub fn refuse_incomplete(
+    folder: &Path,
+    run: &RunResult,
+    allow_partial: bool,
+) -> Result<(), GateError> {
+    let path = folder.display().to_string();
+    if let Some(worker) = &run.worker {
+        return Err(GateError::Worker {
+            path,
+            index: worker.share.index,
+            count: worker.share.count,
+        });
+    }
+    if run.partial && !allow_partial {
+        return Err(GateError::Partial { path });
+    }
+    Ok(())
+}
+
 /// Reads a results folder and checks `gates` (or, if `None`, the gates of its scenario).
 pub fn gate_folder(
     folder: &Path,
     gates: Option<Vec<Gate>>,
+    allow_partial: bool,
 ) -> Result<(RunResult, Vec<Check>), GateError> {
     let run = RunResult::read(folder)?;
+    refuse_incomplete(folder, &run, allow_partial)?;
     let gates = match gates {
         Some(g) => g,
         None => gates_of_run(folder)?,

@@ -1,98 +1,49 @@
 use super::*;
 use crate::metrics::Counts;
-use crate::results::{Percentiles, PhaseResult, TargetResult, TenantResult};
+use crate::results::fixture;
+use crate::results::{PhaseResult, TargetResult};
 
-fn tenant(name: &str, offered: u64, admitted: u64, allowance: f64, p99_us: u64) -> TenantResult {
-    let entitled = (offered as f64).min(allowance);
-    TenantResult {
-        name: name.into(),
-        counts: Counts {
-            offered,
-            admitted,
-            limited: offered - admitted,
-            ..Counts::default()
-        },
-        allowance,
-        entitled,
-        over_admission: crate::metrics::derived::over_admission(admitted, allowance),
-        wrongful_denial: crate::metrics::derived::wrongful_denial(admitted, entitled),
-        admitted_per_s: 0.0,
-        latency_us: Percentiles {
-            p99: p99_us,
-            ..Percentiles::default()
-        },
-        service_time_us: Percentiles::default(),
-    }
-}
-
+/// acme at 120/s and globex at 20/s against 50/s; acme's requests take 20 ms, globex's 1 ms.
 fn phase(name: &str, start_s: f64, end_s: f64, acme_admitted: u64) -> PhaseResult {
     let len = end_s - start_s;
     let tenants = vec![
-        tenant(
+        fixture::tenant(
             "acme",
             (120.0 * len) as u64,
             acme_admitted,
-            50.0 * len,
-            20_000,
+            len,
+            Some(20_000),
         ),
-        tenant(
+        fixture::tenant(
             "globex",
             (20.0 * len) as u64,
             (20.0 * len) as u64,
-            50.0 * len,
-            1_000,
+            len,
+            Some(1_000),
         ),
     ];
-    PhaseResult {
-        name: name.into(),
-        start_s,
-        end_s,
-        faults: vec![],
-        faults_applied_at_s: None,
-        faults_removed_at_s: None,
-        fallbacks: None,
-        store_commands: Some(300),
-        store_amplification: Some(1.5),
-        client_amplification: None,
-        all: tenant("all", 0, 0, 0.0, 20_000),
-        tenants,
-    }
+    let mut p = fixture::phase(name, (start_s, end_s), &[], tenants);
+    p.store_commands = Some(300);
+    p.store_amplification = Some(1.5);
+    p.store_amplification_per_attempt = Some(1.5);
+    p
 }
 
 fn run() -> RunResult {
-    let target = |name: &str, acme_fault: u64| TargetResult {
-        name: name.into(),
-        description: String::new(),
-        instances: 4,
-        command: Vec::new(),
-        env: Default::default(),
-        refuses_with: 429,
-        send_lag_us: Percentiles::default(),
-        events: vec![],
-        phases: vec![
-            phase("steady", 0.0, 10.0, 500),
-            phase("fault", 10.0, 40.0, acme_fault),
-            phase("recovery", 40.0, 55.0, 750),
-        ],
+    let target = |name: &str, acme_fault: u64| -> TargetResult {
+        fixture::target(
+            name,
+            vec![
+                phase("steady", 0.0, 10.0, 500),
+                phase("fault", 10.0, 40.0, acme_fault),
+                phase("recovery", 40.0, 55.0, 750),
+            ],
+        )
     };
-    RunResult {
-        schema_version: 1,
-        scenario: "t".into(),
-        description: String::new(),
-        seed: 0,
-        duration_scale: 1.0,
-        git_revision: None,
-        started_at: String::new(),
-        duration_s: 55.0,
-        partial: false,
-        limit: 50.0,
-        window_s: 1.0,
-        load: Default::default(),
-        notes: vec![],
-        batches: Vec::new(),
-        worker: None,
-        targets: vec![target("reference", 1500), target("fail-open", 3600)],
-    }
+    fixture::run(
+        "t",
+        vec![target("reference", 1500), target("fail-open", 3600)],
+    )
 }
 
 fn gates(text: &str) -> Result<Vec<Gate>, GateError> {
@@ -137,12 +88,13 @@ fn every_latency_and_rate_metric_reads_its_value() {
     let r = run();
     let fault = &r.targets[0].phases[1];
     let acme = &fault.tenants[0];
-    assert_eq!(tenant_value(Metric::P99Ms, acme), Some(20.0));
-    assert!((tenant_value(Metric::Rate429, acme).unwrap() - 2100.0 / 3600.0).abs() < 1e-12);
-    assert_eq!(tenant_value(Metric::Rate5xx, acme), Some(0.0));
-    assert_eq!(tenant_value(Metric::TransportErrors, acme), Some(0.0));
-    assert_eq!(tenant_value(Metric::WrongfulDenial, acme), Some(0.0));
-    assert_eq!(tenant_value(Metric::ClientAmplification, acme), Some(1.0));
+    let value = |m| tenant_value(m, acme).value();
+    assert_eq!(value(Metric::P99Ms), Some(20.0));
+    assert!((value(Metric::Rate429).unwrap() - 2100.0 / 3600.0).abs() < 1e-12);
+    assert_eq!(value(Metric::Rate5xx), Some(0.0));
+    assert_eq!(value(Metric::TransportErrors), Some(0.0));
+    assert_eq!(value(Metric::WrongfulDenial), Some(0.0));
+    assert_eq!(value(Metric::ClientAmplification), Some(1.0));
 }
 
 #[test]
@@ -309,11 +261,175 @@ fn recovery_is_measured_from_the_series_and_never_passes_when_never() {
     )
     .unwrap();
     let checks = evaluate(&r, &series, &g).unwrap();
-    assert_eq!(checks[0].actual, Some(3.0));
+    assert_eq!(checks[0].actual, Actual::Value(3.0));
     assert!(checks[0].passed);
-    assert_eq!(checks[1].actual, None);
+    assert_eq!(checks[1].actual, Actual::Unbounded);
     assert_eq!(checks[1].actual_text(), "never");
     assert!(!checks[1].passed);
+
+    // "At least 1 s" of errors after the fault: a target that never recovered holds it more
+    // than any other; one back at once does not.
+    let at_least = gates(
+        r#"[[gates]]
+        phase = "fault"
+        metric = "recovery_s"
+        min = 1"#,
+    )
+    .unwrap();
+    let checks = evaluate(&r, &series, &at_least).unwrap();
+    assert!(checks[0].passed, "3 s ≥ 1 s: {}", checks[0]);
+    assert!(checks[1].passed, "never is unbounded: {}", checks[1]);
+}
+
+#[test]
+fn a_recovery_with_too_little_time_after_the_fault_is_not_measured_and_fails_either_bound() {
+    let mut r = run();
+    // The run ends 2 s after the fault: fewer than the 3 s in band recovery needs.
+    for t in &mut r.targets {
+        t.phases[2].end_s = 42.0;
+    }
+    r.duration_s = 42.0;
+    let series: Vec<SeriesRow> = (0..42u64)
+        .flat_map(|second| {
+            ["acme", "all"].map(|tenant| SeriesRow {
+                target: "reference".into(),
+                tenant: tenant.into(),
+                second,
+                phase: String::new(),
+                counts: Counts {
+                    offered: 120,
+                    admitted: 50,
+                    ..Counts::default()
+                },
+                p50_us: 0,
+                p99_us: 1_000,
+                max_us: 0,
+            })
+        })
+        .collect();
+    for bound in ["max = 5", "min = 0"] {
+        let g = gates(&format!(
+            "[[gates]]\ntarget = \"reference\"\nphase = \"fault\"\nmetric = \"recovery_s\"\n{bound}"
+        ))
+        .unwrap();
+        let check = &evaluate(&r, &series, &g).unwrap()[0];
+        assert!(!check.passed, "{check}");
+        assert!(
+            check.actual_text().starts_with("not measured"),
+            "{}",
+            check.actual_text()
+        );
+    }
+}
+
+#[test]
+fn a_gate_on_a_cell_nothing_reached_the_target_in_fails_as_not_measured() {
+    let mut r = run();
+    // initech sent nothing in the fault phase (0.1/s, a 0.5 s phase): every max gate on it
+    // would pass on nothing.
+    let fault = &mut r.targets[0].phases[1];
+    fault
+        .tenants
+        .push(fixture::tenant("initech", 0, 0, 30.0, None));
+    // hooli's requests were all dropped by the generator.
+    let dropped = Counts {
+        offered: 40,
+        dropped: 40,
+        ..Counts::default()
+    };
+    fault
+        .tenants
+        .push(fixture::tenant_with("hooli", dropped, 30.0, None));
+    for tenant in ["initech", "hooli"] {
+        for (metric, bound) in [
+            ("p99_ms", "max = 30"),
+            ("rate_5xx", "max = 0"),
+            ("wrongful_denial", "max = 0.01"),
+            ("over_admission", "max = 0.1"),
+            ("transport_errors", "max = 0"),
+            ("rate_2xx", "min = 0"),
+        ] {
+            let g = gates(&format!(
+                "[[gates]]\ntarget = \"reference\"\nphase = \"fault\"\nmetric = \"{metric}\"\ntenant = \"{tenant}\"\n{bound}"
+            ))
+            .unwrap();
+            let check = &evaluate(&r, &[], &g).unwrap()[0];
+            assert!(!check.passed, "{tenant} {metric}: {check}");
+            assert!(
+                matches!(check.actual, Actual::NotMeasured(_)),
+                "{tenant} {metric}: {check}"
+            );
+            assert!(check.to_string().contains("not measured"), "{check}");
+        }
+    }
+}
+
+#[test]
+fn store_amplification_is_per_request_offered_and_per_attempt_apart() {
+    let mut r = run();
+    // A retry storm: 4,200 offered, 3 attempts each, 12,600 Redis commands: 3 per request
+    // offered, 1 per attempt.
+    let fault = &mut r.targets[0].phases[1];
+    fault.store_amplification = Some(3.0);
+    fault.store_amplification_per_attempt = Some(1.0);
+    let g = gates(
+        r#"[[gates]]
+        target = "reference"
+        phase = "fault"
+        metric = "store_amplification"
+        max = 1.5
+        [[gates]]
+        target = "reference"
+        phase = "fault"
+        metric = "store_amplification_per_attempt"
+        max = 1.5"#,
+    )
+    .unwrap();
+    let checks = evaluate(&r, &[], &g).unwrap();
+    assert!(!checks[0].passed, "{}", checks[0]);
+    assert!(checks[1].passed, "{}", checks[1]);
+}
+
+#[test]
+fn over_admission_beyond_the_window_ignores_one_windows_slack() {
+    let mut r = run();
+    // The reference admits 1,530 of acme's requests in a 30 s phase at 50/s: 2 % over the
+    // allowance, within one window's 50 of slack.
+    r.targets[0].phases[1].tenants[0] = fixture::tenant("acme", 3600, 1530, 30.0, Some(20_000));
+    let g = gates(
+        r#"[[gates]]
+        phase = "fault"
+        metric = "over_admission_beyond_window"
+        tenant = "acme"
+        max = 0"#,
+    )
+    .unwrap();
+    let checks = evaluate(&r, &[], &g).unwrap();
+    assert!(checks[0].passed, "{}", checks[0]);
+    assert!(!checks[1].passed, "fail-open: {}", checks[1]);
+    assert_eq!(
+        checks[1].actual,
+        Actual::Value((3600.0 - 1500.0 - 50.0) / 1500.0)
+    );
+}
+
+#[test]
+fn a_partial_run_is_gated_only_when_allowed_and_a_workers_share_never() {
+    let folder = std::path::Path::new("results/x");
+    let mut r = run();
+    assert!(refuse_incomplete(folder, &r, false).is_ok());
+    r.partial = true;
+    let e = refuse_incomplete(folder, &r, false).unwrap_err();
+    assert!(e.to_string().contains("--allow-partial"), "{e}");
+    assert!(refuse_incomplete(folder, &r, true).is_ok());
+    r.partial = false;
+    r.worker = Some(crate::results::Worker {
+        share: crate::load::Share { index: 2, count: 2 },
+        start_at_ms: 0,
+        drives_faults: false,
+    });
+    let e = refuse_incomplete(folder, &r, true).unwrap_err();
+    assert!(e.to_string().contains("merge the workers first"), "{e}");
 }
 
 #[test]

@@ -5,6 +5,9 @@
 //!   the tenant's client let itself send: its own adaptive throttling is not the limiter's)
 //! - over-admission = max(0, admitted − allowance) / allowance
 //! - wrongful denial = max(0, entitled − admitted) / entitled
+//! - over-admission beyond one window = max(0, admitted − allowance − limit) / allowance: a
+//!   correct limiter's windows do not line up with a phase's bounds, so it may admit one
+//!   window's limit more than the allowance in a phase; this stays 0 for it at any length
 
 /// limit ÷ window × length, in requests.
 pub fn allowance(limit: f64, window_s: f64, length_s: f64) -> f64 {
@@ -21,6 +24,14 @@ pub fn over_admission(admitted: u64, allowance: f64) -> f64 {
         return 0.0;
     }
     (admitted as f64 - allowance).max(0.0) / allowance
+}
+
+/// The share of the allowance admitted beyond it and `slack` (one window's limit) on top.
+pub fn over_admission_beyond(admitted: u64, allowance: f64, slack: f64) -> f64 {
+    if allowance <= 0.0 {
+        return 0.0;
+    }
+    (admitted as f64 - allowance - slack).max(0.0) / allowance
 }
 
 /// The share of what the caller was entitled to that it was refused (1.0 = 100 %).
@@ -53,6 +64,20 @@ mod tests {
         assert_eq!(wrongful_denial(1500, acme), 0.0);
         // Acme pinned to one of four instances: 12.5/s → 75 % of its entitlement refused.
         assert!((wrongful_denial(375, acme) - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_correct_limiter_in_a_phase_shorter_than_its_windows_line_up_with_takes_no_more_than_the_slack()
+     {
+        // Limit 10 a 2 s window, a 3 s phase: allowance 15; a window opening inside the phase
+        // lets a limiter that is right in every window admit 20 (10 + 10).
+        let a = allowance(10.0, 2.0, 3.0);
+        assert_eq!(a, 15.0);
+        assert!(over_admission(20, a) > 0.3);
+        assert_eq!(over_admission_beyond(20, a, 10.0), 0.0);
+        // Fail-open at 3 × the limit: 45 admitted, 20 beyond allowance and slack.
+        assert!((over_admission_beyond(45, a, 10.0) - 20.0 / 15.0).abs() < 1e-12);
+        assert_eq!(over_admission_beyond(5, 0.0, 10.0), 0.0);
     }
 
     #[test]

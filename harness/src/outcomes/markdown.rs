@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::{FaultOutcome, FaultTable, Outcomes, Verdict, Worst};
+use crate::gate::recovery::Recovery;
 use crate::load::{Arrival, Spread};
 
 /// Placeholders that differ per instance: they say nothing about a target's settings.
@@ -32,18 +33,25 @@ fn worst(w: Option<&Worst>) -> String {
     }
 }
 
-fn ms(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.1}")
+fn ms(x: Option<f64>) -> String {
+    match x {
+        Some(x) if x >= 100.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.1}"),
+        None => "n/m".into(),
     }
 }
 
-fn recovery(r: &Result<Option<f64>, String>) -> String {
+fn recovery(r: &Result<Recovery, String>) -> String {
     match r {
-        Ok(Some(s)) => format!("{s:.0} s"),
-        Ok(None) => "never".into(),
+        Ok(Recovery::Recovered { after_s, relapses }) => match relapses {
+            0 => format!("{after_s:.0} s"),
+            n => format!(
+                "{after_s:.0} s, {n} relapse{}",
+                if *n == 1 { "" } else { "s" }
+            ),
+        },
+        Ok(Recovery::Never) => "never".into(),
+        Ok(Recovery::NotMeasured { .. }) => "n/m".into(),
         Err(_) => "–".into(),
     }
 }
@@ -201,10 +209,13 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
          entitled, both for the worst tenant; over-admission and wrongful denial in the phase \
          after the fault show late effects (a client still reconnecting, which a fail-open \
          target spends admitting everything; counts applied late); recovery is the seconds \
-         from the fault's end until p99 and wrongful denial are back in the steady phase's \
-         band and stay there (until the next fault): a target still admitting everything \
-         shows in the over-admission after the fault, not in its recovery.",
-        humantime::format_duration(s.request_timeout)
+         from the fault's end to the first of {} seconds in a row with p99 and wrongful \
+         denial back in the steady phase's band (before the next fault), with later \
+         excursions counted as relapses; \"never\" when the span ended out of band, n/m \
+         when too little of it followed the fault: a target still admitting everything shows \
+         in the over-admission after the fault, not in its recovery.",
+        humantime::format_duration(s.request_timeout),
+        crate::gate::recovery::seconds_needed(run.window_s)
     )?;
     if !run.notes.is_empty() {
         writeln!(out, "\n**Notes from the run:**\n")?;

@@ -11,6 +11,7 @@ use std::path::Path;
 pub use claims::{Claim, JudgedClaim, Verdict};
 pub use markdown::render;
 
+use crate::gate::recovery::Recovery;
 use crate::gate::{self, GateError};
 use crate::metrics::Counts;
 use crate::results::read::{SeriesRow, read_series};
@@ -55,16 +56,19 @@ pub struct Worst {
 }
 
 impl Worst {
-    /// The first tenant with the highest value; "every tenant" when they all share it.
-    fn of(tenants: &[TenantResult], value: impl Fn(&TenantResult) -> f64) -> Option<Self> {
+    /// The first tenant with the highest value; "every tenant" when they all share it. Tenants
+    /// whose value was not measured are left out; `None` when none was.
+    fn of(tenants: &[TenantResult], value: impl Fn(&TenantResult) -> Option<f64>) -> Option<Self> {
         let worst = tenants
             .iter()
-            .map(|t| Self {
-                value: value(t),
-                tenant: t.name.clone(),
+            .filter_map(|t| {
+                Some(Self {
+                    value: value(t)?,
+                    tenant: t.name.clone(),
+                })
             })
             .reduce(|a, b| if b.value > a.value { b } else { a })?;
-        if tenants.len() > 1 && tenants.iter().all(|t| value(t) == worst.value) {
+        if tenants.len() > 1 && tenants.iter().all(|t| value(t) == Some(worst.value)) {
             return Some(Self {
                 value: worst.value,
                 tenant: "every tenant".into(),
@@ -79,8 +83,9 @@ impl Worst {
 pub struct FaultOutcome {
     pub target: String,
     pub answers: Answers,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
+    /// `None`: not measured (nothing reached the target).
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
     pub over_admission: Option<Worst>,
     pub wrongful_denial: Option<Worst>,
     /// Over-admission in the fault-free phase right after: a fail-open target still not
@@ -90,9 +95,8 @@ pub struct FaultOutcome {
     /// Wrongful denial in the fault-free phase right after: requests the store counted late
     /// (phantom hits) or a client still reconnecting.
     pub denial_after: Option<Worst>,
-    /// `Ok(None)`: never back in the steady band before the next fault or the end of the run;
     /// `Err`: cannot be judged (no steady phase).
-    pub recovery_s: Result<Option<f64>, String>,
+    pub recovery_s: Result<Recovery, String>,
     /// The target's own count of fallback decisions, where it exposes one.
     pub fallbacks: Option<f64>,
 }
@@ -146,8 +150,8 @@ fn outcome(
     FaultOutcome {
         target: target.name.clone(),
         answers: Answers::of(&phase.all.counts),
-        p50_ms: phase.all.latency_us.p50 as f64 / 1000.0,
-        p99_ms: phase.all.latency_us.p99 as f64 / 1000.0,
+        p50_ms: phase.all.latency_us.map(|p| p.p50 as f64 / 1000.0),
+        p99_ms: phase.all.latency_us.map(|p| p.p99 as f64 / 1000.0),
         over_admission: Worst::of(&phase.tenants, |t| t.over_admission),
         wrongful_denial: Worst::of(&phase.tenants, |t| t.wrongful_denial),
         over_admission_after: after.and_then(|a| Worst::of(&a.tenants, |t| t.over_admission)),

@@ -298,7 +298,7 @@ offered (retries add, the clients' own throttling removes). Store amplification:
 commands per attempt sent.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\">target</th><th class=\"l\">phase\
 </th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>admitted/s</th><th>429</th>\
 <th>5xx</th><th>transport errors</th><th>over-admission (worst)</th><th>wrongful denial \
-(worst)</th><th>client amplification</th><th>store amplification</th></tr>"
+(worst)</th><th>client amplification</th><th>Redis cmds / offered</th></tr>"
     )?;
     for t in &run.targets {
         for (i, p) in t.phases.iter().enumerate() {
@@ -312,12 +312,12 @@ commands per attempt sent.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\"
 <td class=\"f\">{}</td><td class=\"f\">{}</td><td class=\"f\">{}</td><td class=\"f\">{}</td>\
 <td class=\"f\">{}</td></tr>",
                 esc(&p.name),
-                ms(a.latency_us.p50),
-                ms(a.latency_us.p99),
-                ms(a.latency_us.p999),
+                ms(a.latency_us, |p| p.p50),
+                ms(a.latency_us, |p| p.p99),
+                ms(a.latency_us, |p| p.p999),
                 a.admitted_per_s,
-                rate(a.counts.limited, a.counts.offered),
-                rate(a.counts.errors_5xx(), a.counts.offered),
+                rate(a, a.counts.limited),
+                rate(a, a.counts.errors_5xx()),
                 a.counts.transport_error,
                 esc(&worst(&p.tenants, |t| t.over_admission)),
                 esc(&worst(&p.tenants, |t| t.wrongful_denial)),
@@ -386,7 +386,7 @@ fn target_section(out: &mut String, t: &TargetResult, plots: &TargetPlots) -> st
         "<p class=\"muted\">{} instance{}; load generator send lag p99 {} ms.</p>",
         t.instances,
         if t.instances == 1 { "" } else { "s" },
-        ms(t.send_lag_us.p99)
+        ms(t.send_lag_us, |p| p.p99)
     )?;
     if !t.command.is_empty() || !t.env.is_empty() {
         // The exact client settings a reader needs to judge the comparison.

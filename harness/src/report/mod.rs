@@ -6,29 +6,50 @@ mod plots;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use crate::results::{RunResult, TenantResult};
+use crate::results::{Percentiles, RunResult, TenantResult};
 
-fn ms(us: u64) -> String {
-    format!("{:.1}", us as f64 / 1000.0)
+/// How a figure that was not measured reads (`null` in run.json): never a zero.
+const NOT_MEASURED: &str = "n/m";
+
+/// A percentile in ms, or "n/m" when the cell had no latency to measure.
+fn ms(p: Option<Percentiles>, q: fn(&Percentiles) -> u64) -> String {
+    p.map_or_else(
+        || NOT_MEASURED.to_owned(),
+        |p| format!("{:.1}", q(&p) as f64 / 1000.0),
+    )
 }
 
 fn pct(share: f64) -> String {
     format!("{:.1} %", share * 100.0)
 }
 
-fn rate(part: u64, of: u64) -> String {
-    if of == 0 {
-        "-".into()
-    } else {
-        pct(part as f64 / of as f64)
-    }
+/// `part` as a share of what the cell offered, or "n/m" when nothing reached the target.
+fn rate(cell: &TenantResult, part: u64) -> String {
+    cell.share_of_offered(part)
+        .map_or_else(|| NOT_MEASURED.to_owned(), pct)
 }
 
-/// The worst tenant by `key`, as "140.0 % acme", or "0.0 %".
-fn worst(tenants: &[TenantResult], key: fn(&TenantResult) -> f64) -> String {
-    match tenants.iter().max_by(|a, b| key(a).total_cmp(&key(b))) {
-        Some(t) if key(t) > 0.0 => format!("{} {}", pct(key(t)), t.name),
-        _ => pct(0.0),
+/// The worst tenant by `key`, as "140.0 % acme", or "0.0 %"; tenants whose figure was not
+/// measured are named after it ("0.0 % (n/m: initech)"), and "n/m" when none was.
+fn worst(tenants: &[TenantResult], key: fn(&TenantResult) -> Option<f64>) -> String {
+    let measured = tenants
+        .iter()
+        .filter_map(|t| Some((t, key(t)?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let unmeasured: Vec<&str> = tenants
+        .iter()
+        .filter(|t| key(t).is_none())
+        .map(|t| t.name.as_str())
+        .collect();
+    let shown = match measured {
+        None => return NOT_MEASURED.to_owned(),
+        Some((t, v)) if v > 0.0 => format!("{} {}", pct(v), t.name),
+        Some(_) => pct(0.0),
+    };
+    if unmeasured.is_empty() {
+        shown
+    } else {
+        format!("{shown} ({NOT_MEASURED}: {})", unmeasured.join(", "))
     }
 }
 
@@ -50,6 +71,8 @@ struct Row {
     errors: String,
     #[tabled(rename = "transport err")]
     transport: u64,
+    /// Not sent by the generator: counted in latency as having waited the request timeout.
+    dropped: u64,
     #[tabled(rename = "over-admission (worst)")]
     over: String,
     #[tabled(rename = "wrongful denial (worst)")]
@@ -64,13 +87,14 @@ pub fn summary_table(run: &RunResult) -> String {
             Row {
                 target: t.name.clone(),
                 phase: p.name.clone(),
-                p50: ms(a.latency_us.p50),
-                p99: ms(a.latency_us.p99),
-                p999: ms(a.latency_us.p999),
+                p50: ms(a.latency_us, |p| p.p50),
+                p99: ms(a.latency_us, |p| p.p99),
+                p999: ms(a.latency_us, |p| p.p999),
                 admitted: format!("{:.1}", a.admitted_per_s),
-                limited: rate(a.counts.limited, a.counts.offered),
-                errors: rate(a.counts.errors_5xx(), a.counts.offered),
+                limited: rate(a, a.counts.limited),
+                errors: rate(a, a.counts.errors_5xx()),
                 transport: a.counts.transport_error,
+                dropped: a.counts.dropped,
                 over: worst(&p.tenants, |t| t.over_admission),
                 denied: worst(&p.tenants, |t| t.wrongful_denial),
             }
@@ -101,16 +125,16 @@ struct AmplificationRow {
     throttled: u64,
     #[tabled(rename = "client ×")]
     client: String,
-    #[tabled(rename = "store ×")]
-    store: String,
     /// All tenants only: the store's commands are not told apart by tenant.
+    #[tabled(rename = "Redis cmds / attempt")]
+    per_attempt: String,
     #[tabled(rename = "Redis cmds / offered")]
     total: String,
 }
 
 /// Per target × phase × tenant: requests offered, attempts sent (retries apart), what the
-/// clients refused themselves, and the two amplifications: attempts per request offered
-/// (client) next to Redis commands per attempt (store, all tenants) and their product.
+/// clients refused themselves, and the amplifications: attempts per request offered (client),
+/// Redis commands per attempt and per request offered (store, all tenants).
 pub fn amplification_table(run: &RunResult) -> String {
     let times = |x: Option<f64>| x.map_or_else(|| "-".to_owned(), |x| format!("{x:.2}"));
     let rows = run.targets.iter().flat_map(|t| {
@@ -126,9 +150,13 @@ pub fn amplification_table(run: &RunResult) -> String {
                     retries: n.counts.retries,
                     throttled: n.counts.throttled,
                     client: times(client),
-                    store: times(p.store_amplification),
+                    per_attempt: if n.name == "all" {
+                        times(p.store_amplification_per_attempt)
+                    } else {
+                        "-".to_owned()
+                    },
                     total: if n.name == "all" {
-                        times(client.zip(p.store_amplification).map(|(c, s)| c * s))
+                        times(p.store_amplification)
                     } else {
                         "-".to_owned()
                     },

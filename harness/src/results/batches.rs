@@ -147,47 +147,21 @@ pub fn write_joined(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{LoadTotals, Percentiles, SCHEMA_VERSION, TargetResult};
+    use crate::results::fixture;
 
     fn part(targets: &[&str], notes: &[&str]) -> RunResult {
-        RunResult {
-            schema_version: SCHEMA_VERSION,
-            scenario: "peers".into(),
-            description: String::new(),
-            seed: 1,
-            duration_scale: 1.0,
-            git_revision: None,
-            started_at: "2026-11-30T10:00:00Z".into(),
-            duration_s: 145.0,
-            partial: false,
-            limit: 50.0,
-            window_s: 1.0,
-            load: LoadTotals {
-                scheduled: 100,
-                sent: 100,
-                dropped: 0,
-                cancelled: 0,
-                retries: 0,
-                throttled: 0,
-            },
-            notes: notes.iter().map(|n| (*n).to_owned()).collect(),
-            batches: Vec::new(),
-            worker: None,
-            targets: targets
+        let mut run = fixture::run(
+            "peers",
+            targets
                 .iter()
-                .map(|name| TargetResult {
-                    name: (*name).into(),
-                    description: String::new(),
-                    instances: 4,
-                    command: Vec::new(),
-                    env: Default::default(),
-                    refuses_with: 429,
-                    send_lag_us: Percentiles::default(),
-                    events: Vec::new(),
-                    phases: Vec::new(),
-                })
+                .map(|name| fixture::target(name, Vec::new()))
                 .collect(),
-        }
+        );
+        run.notes = notes.iter().map(|n| (*n).to_owned()).collect();
+        run.duration_s = 145.0;
+        run.load.scheduled = 100;
+        run.load.sent = 100;
+        run
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! and the results folder around it.
 
 pub mod batches;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixture;
 pub mod folder;
 pub mod hlog;
 pub mod merge;
@@ -16,8 +18,10 @@ use crate::metrics::derived;
 use crate::metrics::{Cell, Counts, Measured};
 use crate::scenario::Scenario;
 
-/// Bumped on any change a reader of `run.json` would notice.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped on any change a reader of `run.json` would notice. 2: a figure that was not
+/// measured is `null` (a cell nothing reached the target in); store amplification per request
+/// offered beside per attempt; over-admission beyond one window's slack.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Latency percentiles, µs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -30,21 +34,23 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    pub fn of(h: &Histogram<u64>) -> Self {
-        if h.is_empty() {
-            return Self::default();
-        }
-        Self {
+    /// `None` for an empty histogram: no latency was measured, which is not a latency of 0.
+    pub fn of(h: &Histogram<u64>) -> Option<Self> {
+        (!h.is_empty()).then(|| Self {
             p50: h.value_at_quantile(0.5),
             p90: h.value_at_quantile(0.9),
             p99: h.value_at_quantile(0.99),
             p999: h.value_at_quantile(0.999),
             max: h.max(),
-        }
+        })
     }
 }
 
 /// One tenant in one phase of one target (or all tenants together, named `"all"`).
+///
+/// A figure is `None` (`null` in `run.json`) when it was not measured: no request of the cell
+/// reached the target (no traffic, or all of it dropped or throttled by the client). A gate on
+/// such a figure fails with "not measured"; it never passes on nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TenantResult {
     pub name: String,
@@ -56,14 +62,36 @@ pub struct TenantResult {
     /// client's own throttling refused is not the limiter's refusal.
     pub entitled: f64,
     /// max(0, admitted − allowance) ÷ allowance (for `"all"`: total excess ÷ total allowance).
-    pub over_admission: f64,
-    /// max(0, entitled − admitted) ÷ entitled (for `"all"`: total shortfall ÷ total entitlement).
-    pub wrongful_denial: f64,
+    pub over_admission: Option<f64>,
+    /// max(0, admitted − allowance − one window's limit) ÷ allowance: what is left of the
+    /// over-admission once the slack a correct limiter may take is allowed. Windows do not line
+    /// up with phase boundaries, so a perfect sliding or fixed window admits up to one window's
+    /// limit more than limit ÷ window × length in any interval; this figure stays 0 for it
+    /// whatever the phase's length (for `"all"`: summed over tenants).
+    #[serde(default)]
+    pub over_admission_beyond_window: Option<f64>,
+    /// max(0, entitled − admitted) ÷ entitled (for `"all"`: total shortfall ÷ total
+    /// entitlement); `None` also when nothing was entitled.
+    pub wrongful_denial: Option<f64>,
     pub admitted_per_s: f64,
-    /// From the scheduled send time.
-    pub latency_us: Percentiles,
+    /// From the scheduled send time (a dropped request counts as one that waited the request
+    /// timeout).
+    pub latency_us: Option<Percentiles>,
     /// From the actual send time.
-    pub service_time_us: Percentiles,
+    pub service_time_us: Option<Percentiles>,
+}
+
+impl TenantResult {
+    /// Whether any request of the cell reached the target: without one, nothing was measured.
+    pub fn measured(&self) -> bool {
+        self.counts.sent() > 0
+    }
+
+    /// `part` ÷ offered, or `None` when nothing reached the target.
+    pub fn share_of_offered(&self, part: u64) -> Option<f64> {
+        self.measured()
+            .then(|| part as f64 / self.counts.offered as f64)
+    }
 }
 
 /// One phase of one target.
@@ -81,12 +109,15 @@ pub struct PhaseResult {
     pub fallbacks: Option<f64>,
     /// Commands the target's Redis executed during the phase (INFO commandstats).
     pub store_commands: Option<u64>,
-    /// Redis commands per attempt sent during the phase (retries included): a limiter's own
-    /// retry storms show here.
+    /// Redis commands per request offered during the phase (the brief's definition): a
+    /// limiter's own retries and the clients' retries both show here.
     pub store_amplification: Option<f64>,
+    /// Redis commands per attempt sent (retries included): flat under a client retry storm,
+    /// so it tells the limiter's own amplification from the clients'.
+    #[serde(default)]
+    pub store_amplification_per_attempt: Option<f64>,
     /// Attempts sent per request offered, all tenants: the clients' retry storms show here
-    /// (above 1), and their own throttling (below 1). Times `store_amplification`: Redis
-    /// commands per request offered.
+    /// (above 1), and their own throttling (below 1).
     #[serde(default)]
     pub client_amplification: Option<f64>,
     pub tenants: Vec<TenantResult>,
@@ -115,8 +146,9 @@ pub struct TargetResult {
     /// The status it refuses with over the limit (its manifest's): 429, or 503 (NGINX).
     #[serde(default = "crate::targets::manifest::too_many_requests")]
     pub refuses_with: u16,
-    /// The load generator's lateness for this target: actual − scheduled send, µs.
-    pub send_lag_us: Percentiles,
+    /// The load generator's lateness for this target: actual − scheduled send, µs (`None`:
+    /// nothing was sent).
+    pub send_lag_us: Option<Percentiles>,
     pub events: Vec<Event>,
     pub phases: Vec<PhaseResult>,
 }
@@ -210,57 +242,99 @@ pub struct TargetFacts {
     pub phases: Vec<PhaseFacts>,
 }
 
-fn tenant_result(name: &str, cell: &Cell, allowance: f64, length_s: f64) -> TenantResult {
-    let c = &cell.counts;
+/// What a cell's allowance is judged against: the allowance of its phase, and the slack one
+/// window's limit gives a correct limiter whose windows do not line up with the phase.
+#[derive(Debug, Clone, Copy)]
+struct Allowed {
+    allowance: f64,
+    slack: f64,
+    length_s: f64,
+}
+
+/// A cell's derived figures from its counts, by the definitions of [`derived`]; its latency
+/// is left unmeasured for the caller to fill.
+pub(crate) fn tenant_of(
+    name: &str,
+    c: &Counts,
+    allowance: f64,
+    slack: f64,
+    length_s: f64,
+) -> TenantResult {
     let entitled = derived::entitled(c.asked(), allowance);
+    let measured = c.sent() > 0;
     TenantResult {
         name: name.to_owned(),
         counts: *c,
         allowance,
         entitled,
-        over_admission: derived::over_admission(c.admitted, allowance),
-        wrongful_denial: derived::wrongful_denial(c.admitted, entitled),
+        over_admission: measured.then(|| derived::over_admission(c.admitted, allowance)),
+        over_admission_beyond_window: measured
+            .then(|| derived::over_admission_beyond(c.admitted, allowance, slack)),
+        wrongful_denial: (measured && entitled > 0.0)
+            .then(|| derived::wrongful_denial(c.admitted, entitled)),
         admitted_per_s: if length_s > 0.0 {
             c.admitted as f64 / length_s
         } else {
             0.0
         },
-        latency_us: Percentiles::of(&cell.latency),
-        service_time_us: Percentiles::of(&cell.service_time),
+        latency_us: None,
+        service_time_us: None,
     }
 }
 
-/// All tenants together: counts and histograms merged exactly; the ratios over the totals.
-fn all_tenants(cells: &[Cell], tenants: &[TenantResult], length_s: f64) -> TenantResult {
-    let mut merged = cells[0].clone();
-    for cell in &cells[1..] {
-        merged.counts.merge(&cell.counts);
-        // Same bounds everywhere, so adding cannot fail.
-        let _ = merged.latency.add(&cell.latency);
-        let _ = merged.service_time.add(&cell.service_time);
+fn tenant_result(name: &str, cell: &Cell, allowed: Allowed) -> TenantResult {
+    let mut t = tenant_of(
+        name,
+        &cell.counts,
+        allowed.allowance,
+        allowed.slack,
+        allowed.length_s,
+    );
+    if t.measured() {
+        t.latency_us = Percentiles::of(&cell.latency);
+        t.service_time_us = Percentiles::of(&cell.service_time);
+    }
+    t
+}
+
+/// All tenants together: counts summed, the ratios over the totals of the tenants whose
+/// figures were measured (total excess ÷ total allowance, total shortfall ÷ total
+/// entitlement); the latency is left for the caller to fill.
+pub(crate) fn all_tenants_of(tenants: &[TenantResult], slack: f64, length_s: f64) -> TenantResult {
+    let mut counts = Counts::default();
+    for t in tenants {
+        counts.merge(&t.counts);
     }
     let allowance: f64 = tenants.iter().map(|t| t.allowance).sum();
-    let entitled: f64 = tenants.iter().map(|t| t.entitled).sum();
-    let excess: f64 = tenants
-        .iter()
-        .map(|t| (t.counts.admitted as f64 - t.allowance).max(0.0))
-        .sum();
-    let shortfall: f64 = tenants
-        .iter()
-        .map(|t| (t.entitled - t.counts.admitted as f64).max(0.0))
-        .sum();
-    let mut all = tenant_result("all", &merged, allowance, length_s);
-    all.entitled = entitled;
-    all.over_admission = if allowance > 0.0 {
-        excess / allowance
-    } else {
-        0.0
-    };
-    all.wrongful_denial = if entitled > 0.0 {
-        shortfall / entitled
-    } else {
-        0.0
-    };
+    let mut all = tenant_of("all", &counts, allowance, slack, length_s);
+    all.entitled = tenants.iter().map(|t| t.entitled).sum();
+    let measured: Vec<&TenantResult> = tenants.iter().filter(|t| t.measured()).collect();
+    let sum = |f: &dyn Fn(&TenantResult) -> f64| measured.iter().map(|t| f(t)).sum::<f64>();
+    let measured_allowance = sum(&|t| t.allowance);
+    let measured_entitled = sum(&|t| t.entitled);
+    let excess = sum(&|t| (t.counts.admitted as f64 - t.allowance).max(0.0));
+    let excess_beyond = sum(&|t| (t.counts.admitted as f64 - t.allowance - slack).max(0.0));
+    let shortfall = sum(&|t| (t.entitled - t.counts.admitted as f64).max(0.0));
+    let over = |excess: f64| (measured_allowance > 0.0).then(|| excess / measured_allowance);
+    all.over_admission = over(excess);
+    all.over_admission_beyond_window = over(excess_beyond);
+    all.wrongful_denial = (measured_entitled > 0.0).then(|| shortfall / measured_entitled);
+    all
+}
+
+/// [`all_tenants_of`], with the latency of the cells' histograms added exactly.
+fn all_tenants(cells: &[Cell], tenants: &[TenantResult], allowed: Allowed) -> TenantResult {
+    let mut all = all_tenants_of(tenants, allowed.slack, allowed.length_s);
+    if all.measured() {
+        let mut merged = cells[0].clone();
+        for cell in &cells[1..] {
+            // Same bounds everywhere, so adding cannot fail.
+            let _ = merged.latency.add(&cell.latency);
+            let _ = merged.service_time.add(&cell.service_time);
+        }
+        all.latency_us = Percentiles::of(&merged.latency);
+        all.service_time_us = Percentiles::of(&merged.service_time);
+    }
     all
 }
 
@@ -294,7 +368,11 @@ pub fn build_targets(
                     let end = phase.end.min(ran_for);
                     let length = end - phase.start;
                     let length_s = length.as_secs_f64();
-                    let allowance = scenario.allowance(length);
+                    let allowed = Allowed {
+                        allowance: scenario.allowance(length),
+                        slack: scenario.limit,
+                        length_s,
+                    };
                     let cells: Vec<Cell> = measured.cells[t]
                         .iter()
                         .map(|per_phase| per_phase[p].clone())
@@ -303,11 +381,9 @@ pub fn build_targets(
                         .tenants
                         .iter()
                         .zip(&cells)
-                        .map(|(tenant, cell)| {
-                            tenant_result(&tenant.name, cell, allowance, length_s)
-                        })
+                        .map(|(tenant, cell)| tenant_result(&tenant.name, cell, allowed))
                         .collect();
-                    let all = all_tenants(&cells, &tenants, length_s);
+                    let all = all_tenants(&cells, &tenants, allowed);
                     let pf = f.phases.get(p).cloned().unwrap_or_default();
                     PhaseResult {
                         name: phase.name.clone(),
@@ -319,6 +395,10 @@ pub fn build_targets(
                         fallbacks: pf.fallbacks,
                         store_commands: pf.store_commands,
                         store_amplification: pf.store_commands.and_then(|commands| {
+                            let offered = all.counts.offered;
+                            (all.measured()).then(|| commands as f64 / offered as f64)
+                        }),
+                        store_amplification_per_attempt: pf.store_commands.and_then(|commands| {
                             let sent = all.counts.attempts();
                             (sent > 0).then(|| commands as f64 / sent as f64)
                         }),
@@ -330,6 +410,56 @@ pub fn build_targets(
                 .collect(),
         })
         .collect()
+}
+
+/// Above this share of the scheduled requests dropped by the generator, the run did not send
+/// what the scenario asked, and its verdicts cannot be trusted.
+const UNTRUSTED_DROP_SHARE: f64 = 0.001;
+/// Above this send-lag p99 the generator fell behind by as much as the latencies it measures
+/// (the shipped gates ask p99 ≤ 30 ms): the figures are the machine's, not the target's.
+const UNTRUSTED_SEND_LAG_US: u64 = 50_000;
+
+impl RunResult {
+    /// Why the run's measurements cannot be trusted, if they cannot: the generator dropped
+    /// requests or fell behind beyond the thresholds above. A verdict on such a run exits 3.
+    pub fn untrusted(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        let scheduled = self.load.scheduled.max(1);
+        let dropped_share = self.load.dropped as f64 / scheduled as f64;
+        if dropped_share > UNTRUSTED_DROP_SHARE {
+            why.push(format!(
+                "the load generator dropped {} of {} scheduled requests ({:.2} %, above {:.1} %)",
+                self.load.dropped,
+                self.load.scheduled,
+                dropped_share * 100.0,
+                UNTRUSTED_DROP_SHARE * 100.0
+            ));
+        }
+        for t in &self.targets {
+            if let Some(lag) = t.send_lag_us.filter(|l| l.p99 > UNTRUSTED_SEND_LAG_US) {
+                why.push(format!(
+                    "the load generator fell behind on {} (send lag p99 {:.1} ms, above {} ms)",
+                    t.name,
+                    lag.p99 as f64 / 1000.0,
+                    UNTRUSTED_SEND_LAG_US / 1000
+                ));
+            }
+        }
+        why
+    }
+}
+
+/// A worker sends a share of every tenant's traffic while the limiter decides on all of it, so
+/// its share's admitted count says nothing against the allowance: its over-admission and
+/// wrongful denial are not measured (`null`) until `failmode merge` puts the shares together.
+pub fn withhold_for_worker(targets: &mut [TargetResult]) {
+    for phase in targets.iter_mut().flat_map(|t| &mut t.phases) {
+        for tenant in phase.tenants.iter_mut().chain([&mut phase.all]) {
+            tenant.over_admission = None;
+            tenant.over_admission_beyond_window = None;
+            tenant.wrongful_denial = None;
+        }
+    }
 }
 
 /// Above this share of errors before any fault, a target is broken with a healthy Redis, and
@@ -393,13 +523,16 @@ const SATURATED_SEND_LAG_US: u64 = 5_000;
 /// A note when the load generator itself ran late: every process on the machine was then
 /// queueing for CPU, and every latency of the run includes that wait.
 pub fn machine_saturated(targets: &[TargetResult]) -> Option<String> {
-    let worst = targets.iter().max_by_key(|t| t.send_lag_us.p99)?;
-    (worst.send_lag_us.p99 > SATURATED_SEND_LAG_US).then(|| {
+    let (worst, p99) = targets
+        .iter()
+        .filter_map(|t| Some((t, t.send_lag_us?.p99)))
+        .max_by_key(|(_, p99)| *p99)?;
+    (p99 > SATURATED_SEND_LAG_US).then(|| {
         format!(
             "the load generator sent late (send lag p99 {:.1} ms, {}): the machine was short of \
              CPU, so every latency here includes waiting for it; compare latencies within this \
              run, or run fewer targets at once (--targets) for absolute figures",
-            worst.send_lag_us.p99 as f64 / 1000.0,
+            p99 as f64 / 1000.0,
             worst.name
         )
     })
@@ -409,33 +542,7 @@ pub fn machine_saturated(targets: &[TargetResult]) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn phase(name: &str, faults: &[&str], counts: Counts) -> PhaseResult {
-        let all = TenantResult {
-            name: "all".into(),
-            counts,
-            allowance: 0.0,
-            entitled: 0.0,
-            over_admission: 0.0,
-            wrongful_denial: 0.0,
-            admitted_per_s: 0.0,
-            latency_us: Percentiles::default(),
-            service_time_us: Percentiles::default(),
-        };
-        PhaseResult {
-            name: name.into(),
-            start_s: 0.0,
-            end_s: 1.0,
-            faults: faults.iter().map(|f| (*f).to_owned()).collect(),
-            faults_applied_at_s: None,
-            faults_removed_at_s: None,
-            fallbacks: None,
-            store_commands: None,
-            store_amplification: None,
-            client_amplification: None,
-            tenants: Vec::new(),
-            all,
-        }
-    }
+    use crate::results::fixture;
 
     fn target(name: &str, steady: Counts) -> TargetResult {
         let outage = Counts {
@@ -443,29 +550,30 @@ mod tests {
             server_error: 100,
             ..Counts::default()
         };
-        TargetResult {
-            name: name.into(),
-            description: String::new(),
-            instances: 1,
-            command: Vec::new(),
-            env: BTreeMap::new(),
-            refuses_with: 429,
-            send_lag_us: Percentiles::default(),
-            events: Vec::new(),
-            phases: vec![
+        let phase = |name: &str, faults: &[&str], counts| {
+            fixture::phase(
+                name,
+                (0.0, 1.0),
+                faults,
+                vec![fixture::tenant_with("acme", counts, 1.0, Some(1_000))],
+            )
+        };
+        fixture::target(
+            name,
+            vec![
                 phase("steady", &[], steady),
                 phase("fault", &["down"], outage),
             ],
-        }
+        )
     }
 
     #[test]
     fn a_late_load_generator_is_reported_as_a_saturated_machine() {
         let quiet = Counts::default();
         let mut targets = vec![target("a", quiet), target("b", quiet)];
-        targets[0].send_lag_us.p99 = 200;
+        targets[0].send_lag_us = Some(fixture::flat_latency(200));
         assert_eq!(machine_saturated(&targets), None);
-        targets[1].send_lag_us.p99 = 10_800;
+        targets[1].send_lag_us = Some(fixture::flat_latency(10_800));
         let note = machine_saturated(&targets).unwrap();
         assert!(note.contains("10.8 ms, b"), "{note}");
     }

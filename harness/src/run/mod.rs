@@ -559,7 +559,10 @@ pub async fn run(
             }
         ));
     }
-    let targets = results::build_targets(&scenario, &measured, &facts, ran_for);
+    let mut targets = results::build_targets(&scenario, &measured, &facts, ran_for);
+    if opts.worker.is_some() {
+        results::withhold_for_worker(&mut targets);
+    }
     notes.extend(results::broken_before_any_fault(&targets));
     notes.extend(results::machine_saturated(&targets));
     let result = RunResult {

@@ -10,11 +10,9 @@ pub(crate) mod deployed;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use failmode::metrics::Counts;
+use failmode::results::fixture;
 use failmode::results::read::SERIES_HEADER;
-use failmode::results::{
-    LoadTotals, Percentiles, PhaseResult, RunResult, SCHEMA_VERSION, TargetResult, TenantResult,
-};
+use failmode::results::{LoadTotals, Percentiles, RunResult, TenantResult};
 
 pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -64,47 +62,27 @@ pub(crate) const PHASES: [(&str, f64, f64, &[&str]); 3] = [
     ("recovery", 20.0, 30.0, &[]),
 ];
 
+/// The latency of every synthetic cell, µs.
+const LATENCY: Percentiles = Percentiles {
+    p50: 500,
+    p90: 800,
+    p99: 2_000,
+    p999: 20_000,
+    max: 30_000,
+};
+
 pub(crate) fn tenant(name: &str, offered: u64, admitted: u64, length_s: f64) -> TenantResult {
-    let allowance = 50.0 * length_s;
-    let entitled = (offered as f64).min(allowance);
-    TenantResult {
-        name: name.into(),
-        counts: Counts {
-            offered,
-            admitted,
-            limited: offered - admitted,
-            ..Counts::default()
-        },
-        allowance,
-        entitled,
-        over_admission: ((admitted as f64 - allowance) / allowance).max(0.0),
-        wrongful_denial: ((entitled - admitted as f64) / entitled).max(0.0),
-        admitted_per_s: admitted as f64 / length_s,
-        latency_us: Percentiles {
-            p50: 500,
-            p90: 800,
-            p99: 2_000,
-            p999: 20_000,
-            max: 30_000,
-        },
-        service_time_us: Percentiles::default(),
-    }
+    let mut t = fixture::tenant(name, offered, admitted, length_s, None);
+    t.latency_us = Some(LATENCY);
+    t
 }
 
 /// Two targets × three phases × two tenants; `fault_phase` names the phase with faults, if any.
 pub(crate) fn run(fault_phase: Option<&str>) -> RunResult {
     let targets = TARGETS
         .iter()
-        .map(|name| TargetResult {
-            name: (*name).into(),
-            description: format!("{name} under test"),
-            instances: 4,
-            command: Vec::new(),
-            env: Default::default(),
-            refuses_with: 429,
-            send_lag_us: Percentiles::default(),
-            events: Vec::new(),
-            phases: PHASES
+        .map(|name| {
+            let phases = PHASES
                 .iter()
                 .map(|(phase, start_s, end_s, faults)| {
                     let length = end_s - start_s;
@@ -115,54 +93,30 @@ pub(crate) fn run(fault_phase: Option<&str>) -> RunResult {
                             tenant(t, offered, offered.min(50 * length as u64), length)
                         })
                         .collect();
-                    let mut all = tenant(
-                        "all",
-                        tenants.iter().map(|t| t.counts.offered).sum(),
-                        tenants.iter().map(|t| t.counts.admitted).sum(),
-                        length,
-                    );
-                    all.allowance = 100.0 * length;
                     let faulty = fault_phase == Some(*phase);
-                    PhaseResult {
-                        name: (*phase).into(),
-                        start_s: *start_s,
-                        end_s: *end_s,
-                        faults: if faulty {
-                            faults.iter().map(|f| (*f).to_owned()).collect()
-                        } else {
-                            Vec::new()
-                        },
-                        faults_applied_at_s: faulty.then_some(*start_s),
-                        faults_removed_at_s: faulty.then_some(*end_s),
-                        fallbacks: None,
-                        store_commands: Some(1_000),
-                        store_amplification: Some(1.0),
-                        client_amplification: Some(1.0),
-                        tenants,
-                        all,
-                    }
+                    let faults: &[&str] = if faulty { faults } else { &[] };
+                    let mut p = fixture::phase(phase, (*start_s, *end_s), faults, tenants);
+                    p.faults_applied_at_s = faulty.then_some(*start_s);
+                    p.faults_removed_at_s = faulty.then_some(*end_s);
+                    p.store_commands = Some(1_000);
+                    p.store_amplification = Some(1.0);
+                    p.store_amplification_per_attempt = Some(1.0);
+                    p
                 })
-                .collect(),
+                .collect();
+            let mut t = fixture::target(name, phases);
+            t.description = format!("{name} under test");
+            t
         })
         .collect();
-    RunResult {
-        schema_version: SCHEMA_VERSION,
-        scenario: "synthetic-outage".into(),
-        description: "A synthetic run with <markup> & ampersands.".into(),
-        seed: 7,
-        duration_scale: 1.0,
-        git_revision: Some("0123abcd".into()),
-        started_at: "2026-01-02T03:04:05Z".into(),
-        duration_s: 30.0,
-        partial: false,
-        limit: 50.0,
-        window_s: 1.0,
-        load: LoadTotals::default(),
-        notes: vec!["note <b>one</b>".into()],
-        batches: Vec::new(),
-        worker: None,
-        targets,
-    }
+    let mut run = fixture::run("synthetic-outage", targets);
+    run.description = "A synthetic run with <markup> & ampersands.".into();
+    run.seed = 7;
+    run.git_revision = Some("0123abcd".into());
+    run.started_at = "2026-01-02T03:04:05Z".into();
+    run.load = LoadTotals::default();
+    run.notes = vec!["note <b>one</b>".into()];
+    run
 }
 
 /// One row per second × target × tenant, and the `"all"` rows; the second target refuses
