@@ -1,0 +1,4 @@
+//! `failmode-oracle`: a scripted test target whose every answer is known in advance, to prove
+//! failmode's own verdicts. It shares no code with the harness: HTTP is their only contract.
+
+pub mod script;
