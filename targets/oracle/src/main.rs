@@ -29,6 +29,8 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async {
+        // Listening before the address is printed: whoever reads it may signal at once.
+        let stop = stop_signal();
         let summary = describe(&config);
         let server = match Server::start(config).await {
             Ok(server) => server,
@@ -44,7 +46,7 @@ fn main() -> ExitCode {
         let _ = writeln!(out, "{summary}");
         let _ = out.flush();
         drop(out);
-        wait_for_signal().await;
+        stop.await;
         server.stop();
         ExitCode::SUCCESS
     })
@@ -66,16 +68,21 @@ fn describe(config: &Config) -> String {
     )
 }
 
-async fn wait_for_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// Resolves on SIGINT or SIGTERM; both handlers are installed when this returns.
+fn stop_signal() -> impl Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            // No handler: the default action (exit) stands in for a clean stop.
+            _ => std::future::pending().await,
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
     }
 }
