@@ -6,7 +6,7 @@
 # The Rust the workspace is developed and tested with, as targets/reference/Dockerfile.
 FROM rust:1.95.0-slim-bookworm AS builder
 WORKDIR /src
-# Cargo resolves the whole workspace before it builds one package: both members' manifests
+# Cargo resolves the whole workspace before it builds one package: every member's manifest
 # and sources must be here.
 COPY Cargo.toml Cargo.lock ./
 COPY harness/ harness/

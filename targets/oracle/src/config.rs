@@ -1,0 +1,222 @@
+//! Flags and `FAILMODE_*` environment variables → a validated [`Config`].
+//!
+//! The harness starts targets with environment variables only; the flags are there for a
+//! person at a terminal. A bad value is reported naming the variable (and the bad script
+//! segment), and the binary exits with 64.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use clap::Parser;
+use hyper::header::HeaderName;
+
+use crate::decide::Defaults;
+use crate::script::{Limit, Script};
+
+/// The caller failmode's warm-up requests use (`harness/src/run/world.rs`): they come before
+/// the load, so they must not start the oracle's clock.
+pub const HARNESS_WARM_UP_CALLER: &str = "failmode-warm-up";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "failmode-oracle",
+    version,
+    about = "A scripted test target whose every answer is known in advance, to prove failmode's \
+             own verdicts. Not a rate limiter anyone deploys.",
+    after_help = "Script: 'FROM..TO: ACTION[, ACTION…]; …', times in seconds since the first \
+                  /api request, ACTION one of 'limit N/W', 'open', 'status CODE', 'drop', \
+                  'delay MS'. Outside every segment: limit LIMIT/WINDOW, delay DELAY_MS. \
+                  See targets/oracle/README.md."
+)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, env = "FAILMODE_BIND", default_value = "127.0.0.1")]
+    bind: IpAddr,
+    /// Port to listen on; 0 picks a free one (the address is printed on stdout).
+    #[arg(long, env = "FAILMODE_PORT", default_value_t = 8080)]
+    port: u16,
+    /// Requests per caller per window outside the script's segments (a whole number).
+    #[arg(long, env = "FAILMODE_LIMIT", default_value = "50")]
+    limit: String,
+    /// The default limit's window (humantime: 1s, 1000ms).
+    #[arg(long, env = "FAILMODE_WINDOW", default_value = "1s")]
+    window: String,
+    /// The header naming the caller; a request without it gets 400.
+    #[arg(long, env = "FAILMODE_CALLER_HEADER", default_value = "x-caller")]
+    caller_header: String,
+    /// What to do when (see below); empty: the default limit throughout.
+    #[arg(long, env = "FAILMODE_ORACLE_SCRIPT", default_value = "")]
+    script: String,
+    /// Milliseconds every answer waits unless a segment's `delay` says otherwise.
+    #[arg(long, env = "FAILMODE_ORACLE_DELAY_MS", default_value_t = 0)]
+    delay_ms: u64,
+    /// A caller answered 200 at once, uncounted, without starting the clock (failmode's
+    /// warm-up requests); empty: none.
+    #[arg(long, env = "FAILMODE_ORACLE_WARM_UP_CALLER", default_value = HARNESS_WARM_UP_CALLER)]
+    warm_up_caller: String,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub caller_header: HeaderName,
+    pub script: Script,
+    pub defaults: Defaults,
+    pub warm_up_caller: Option<String>,
+}
+
+/// Why the configuration could not be read.
+#[derive(Debug)]
+pub enum ParseOutcome {
+    /// `--help` or `--version`: print it and exit 0.
+    Display(clap::Error),
+    /// Exit 64 with this message.
+    Invalid(String),
+}
+
+impl Config {
+    /// Parses flags, with the environment as fallback, into a checked configuration.
+    pub fn parse_from<I, T>(args: I) -> Result<Self, ParseOutcome>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let args = Args::try_parse_from(args).map_err(|e| match e.kind() {
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                ParseOutcome::Display(e)
+            }
+            _ => ParseOutcome::Invalid(e.to_string()),
+        })?;
+        Self::try_from(args).map_err(ParseOutcome::Invalid)
+    }
+}
+
+fn invalid(variable: &str, message: impl std::fmt::Display) -> String {
+    format!("invalid {variable}: {message}")
+}
+
+impl TryFrom<Args> for Config {
+    type Error = String;
+
+    fn try_from(args: Args) -> Result<Self, String> {
+        let admits = args.limit.trim().parse::<u32>().map_err(|_| {
+            invalid(
+                "FAILMODE_LIMIT (--limit)",
+                format!(
+                    "{:?}: the oracle admits whole requests, give a whole number",
+                    args.limit
+                ),
+            )
+        })?;
+        let window = humantime::parse_duration(args.window.trim()).map_err(|e| {
+            invalid(
+                "FAILMODE_WINDOW (--window)",
+                format!("{:?}: {e}", args.window),
+            )
+        })?;
+        if window.is_zero() {
+            return Err(invalid(
+                "FAILMODE_WINDOW (--window)",
+                "the window must be longer than zero",
+            ));
+        }
+        let caller_header = HeaderName::try_from(args.caller_header.trim()).map_err(|e| {
+            invalid(
+                "FAILMODE_CALLER_HEADER (--caller-header)",
+                format!("{:?}: {e}", args.caller_header),
+            )
+        })?;
+        let script: Script = args
+            .script
+            .parse()
+            .map_err(|e| invalid("FAILMODE_ORACLE_SCRIPT (--script)", e))?;
+        Ok(Self {
+            listen: SocketAddr::new(args.bind, args.port),
+            caller_header,
+            script,
+            defaults: Defaults {
+                limit: Limit { admits, window },
+                delay: Duration::from_millis(args.delay_ms),
+            },
+            warm_up_caller: Some(args.warm_up_caller).filter(|c| !c.is_empty()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let argv = std::iter::once("failmode-oracle").chain(args.iter().copied());
+        Config::parse_from(argv).map_err(|e| match e {
+            ParseOutcome::Display(e) => e.to_string(),
+            ParseOutcome::Invalid(message) => message,
+        })
+    }
+
+    #[test]
+    fn flags_become_a_config() {
+        let config = parse(&[
+            "--port",
+            "0",
+            "--limit",
+            "10",
+            "--window",
+            "500ms",
+            "--script",
+            "2..4: open",
+            "--delay-ms",
+            "5",
+            "--caller-header",
+            "x-api-key",
+        ])
+        .unwrap();
+        assert_eq!(config.listen.port(), 0);
+        assert_eq!(
+            config.defaults,
+            Defaults {
+                limit: Limit {
+                    admits: 10,
+                    window: Duration::from_millis(500)
+                },
+                delay: Duration::from_millis(5),
+            }
+        );
+        assert_eq!(config.script.to_string(), "2..4: open");
+        assert_eq!(config.caller_header, "x-api-key");
+        assert_eq!(
+            config.warm_up_caller.as_deref(),
+            Some(HARNESS_WARM_UP_CALLER)
+        );
+    }
+
+    #[test]
+    fn an_empty_warm_up_caller_means_none() {
+        assert_eq!(
+            parse(&["--warm-up-caller", ""]).unwrap().warm_up_caller,
+            None
+        );
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        let cases: [(&[&str], &str); 5] = [
+            (&["--limit", "12.5"], "FAILMODE_LIMIT"),
+            (&["--window", "soon"], "FAILMODE_WINDOW"),
+            (&["--window", "0s"], "longer than zero"),
+            (&["--caller-header", "x caller"], "FAILMODE_CALLER_HEADER"),
+            (
+                &["--script", "2..4: open; 4..5: nope"],
+                r#"FAILMODE_ORACLE_SCRIPT (--script): segment 2 ("4..5: nope")"#,
+            ),
+        ];
+        for (args, expected) in cases {
+            let err = parse(args).unwrap_err();
+            assert!(err.contains(expected), "{args:?}: {err}");
+        }
+    }
+}
