@@ -18,6 +18,22 @@ pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// A file under `harness/tests/fixtures/`.
+pub(crate) fn fixture_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Runs the `failmode` binary built for the tests in `dir`, to its end.
+pub(crate) fn failmode_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_failmode"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
 /// What is wrong with a results folder's `run.json` by `harness/schema/run.schema.json`.
 pub(crate) fn schema_errors(folder: &Path) -> Vec<String> {
     let read = |path: PathBuf| -> serde_json::Value {

@@ -50,6 +50,12 @@ struct Args {
     /// Milliseconds every answer waits unless a segment's `delay` says otherwise.
     #[arg(long, env = "FAILMODE_ORACLE_DELAY_MS", default_value_t = 0)]
     delay_ms: u64,
+    /// How far before the first request t0 is set, in milliseconds: an arrival scheduled on
+    /// a whole second of the run then lands inside that second despite the jitter of its
+    /// delivery, which may be later or earlier than the first request's by a fraction of a
+    /// millisecond.
+    #[arg(long, env = "FAILMODE_ORACLE_LEAD_MS", default_value_t = 0)]
+    lead_ms: u64,
     /// A caller answered 200 at once, uncounted, without starting the clock (failmode's
     /// warm-up requests); empty: none.
     #[arg(long, env = "FAILMODE_ORACLE_WARM_UP_CALLER", default_value = HARNESS_WARM_UP_CALLER)]
@@ -64,6 +70,8 @@ pub struct Config {
     pub script: Script,
     pub defaults: Defaults,
     pub warm_up_caller: Option<String>,
+    /// t0 is this long before the first request.
+    pub lead: std::time::Duration,
 }
 
 /// Why the configuration could not be read.
@@ -140,6 +148,7 @@ impl TryFrom<Args> for Config {
                 delay: Duration::from_millis(args.delay_ms),
             },
             warm_up_caller: Some(args.warm_up_caller).filter(|c| !c.is_empty()),
+            lead: std::time::Duration::from_millis(args.lead_ms),
         })
     }
 }

@@ -115,6 +115,7 @@ impl Decider {
 #[derive(Debug)]
 pub struct Oracle {
     state: Mutex<State>,
+    lead: Duration,
 }
 
 #[derive(Debug)]
@@ -125,20 +126,25 @@ struct State {
 }
 
 impl Oracle {
-    pub fn new(decider: Decider) -> Self {
+    /// An oracle whose t0 will be `lead` before its first decision.
+    pub fn new(decider: Decider, lead: Duration) -> Self {
         Self {
             state: Mutex::new(State { t0: None, decider }),
+            lead,
         }
     }
 
     /// Decides `caller`'s request now (`now` is `Instant::now` outside tests); the first call
-    /// is t0. The clock is read under the lock, so times reach the windows in order and two
-    /// requests racing across a window's end cannot both find it fresh.
+    /// sets t0, `lead` before it. The clock is read under the lock, so times reach the windows
+    /// in order and two requests racing across a window's end cannot both find it fresh.
     pub fn decide(&self, caller: &str, now: impl FnOnce() -> Instant) -> Decision {
         // A panic under the lock leaves counts that are still counts: carry on with them.
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let now = now();
-        let t0 = *state.t0.get_or_insert(now);
+        let lead = self.lead;
+        let t0 = *state
+            .t0
+            .get_or_insert_with(|| now.checked_sub(lead).unwrap_or(now));
         state
             .decider
             .decide(now.saturating_duration_since(t0), caller)
@@ -262,7 +268,7 @@ mod tests {
 
     #[test]
     fn the_oracle_starts_its_clock_at_the_first_decision() {
-        let oracle = Oracle::new(decider("1..2: status 503", 1));
+        let oracle = Oracle::new(decider("1..2: status 503", 1), Duration::ZERO);
         let start = Instant::now() + Duration::from_secs(10);
         assert_eq!(oracle.elapsed(start), None);
         let first = oracle.decide("acme", || start);
@@ -270,5 +276,17 @@ mod tests {
         let later = oracle.decide("acme", || start + secs(1.5));
         assert_eq!((later.t, later.answer), (secs(1.5), Answer::Status(503)));
         assert_eq!(oracle.elapsed(start + secs(3.0)), Some(secs(3.0)));
+    }
+
+    #[test]
+    fn a_lead_sets_t0_before_the_first_decision() {
+        // An arrival scheduled 1 s after the first, delivered 0.2 ms sooner than it, still
+        // falls in second 1.
+        let oracle = Oracle::new(decider("1..2: status 503", 1), Duration::from_millis(3));
+        let start = Instant::now() + Duration::from_secs(10);
+        let first = oracle.decide("acme", || start);
+        assert_eq!(first.t, Duration::from_millis(3));
+        let early = oracle.decide("globex", || start + secs(0.9998));
+        assert_eq!(early.answer, Answer::Status(503));
     }
 }

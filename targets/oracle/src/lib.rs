@@ -15,7 +15,9 @@
 //! i is at `phase + i / rate` after the run's start, with `phase` drawn once per target ×
 //! tenant in [0, 1 / rate); a Poisson tenant's first arrival is one exponential gap in. So
 //! with one instance the oracle's t0 is the earliest first arrival over the tenants, plus
-//! the send lag and the loopback trip: oracle time = run time − δ, where δ is below the
+//! the send lag and the loopback trip, less `FAILMODE_ORACLE_LEAD_MS` (the manifest sets 3 ms,
+//! so an arrival scheduled on a whole second is not pushed into the one before by a delivery
+//! faster than the first request's): oracle time = run time − δ, where δ is below the
 //! smallest 1 / rate of the uniform tenants plus about a millisecond (8.3 ms at 120 req/s,
 //! 50 ms at 20 req/s). A segment `2..4` therefore covers the run's [2 + δ, 4 + δ), and the
 //! oracle's fixed windows start δ after the harness's whole seconds. Tests that compare
@@ -55,7 +57,7 @@ impl Server {
         })?;
         let addr = listener.local_addr()?;
         let app = Arc::new(App {
-            oracle: Oracle::new(Decider::new(config.script, config.defaults)),
+            oracle: Oracle::new(Decider::new(config.script, config.defaults), config.lead),
             counters: Counters::default(),
             caller_header: config.caller_header,
             warm_up_caller: config.warm_up_caller,

@@ -1,0 +1,336 @@
+//! Verdicts proven against the oracle (`targets/oracle`), a target whose every answer is
+//! scripted: a real scaled-down run of `tests/fixtures/oracle-verdicts.toml`, and every count,
+//! over-admission, wrongful denial, tail latency, recovery time and gate verdict asserted
+//! against the value computed here, in advance, from the run's schedule (the same seed) and
+//! each variant's script.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use failmode::gate::recovery::Recovery;
+use failmode::gate::{self, Actual};
+use failmode::load::Arrival;
+use failmode::load::schedule::Schedule;
+use failmode::metrics::Counts;
+use failmode::results::RunResult;
+use failmode::results::read::read_series;
+use failmode::scenario::Scenario;
+use support::{failmode_in, fixture_path, tenant_in};
+
+/// The oracle's base delay and its lead (targets/oracle/target.toml).
+const DELAY: Duration = Duration::from_millis(5);
+const LEAD_S: f64 = 0.003;
+
+/// What an oracle variant does at a time of its own clock (s since its t0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Act {
+    /// The limit, after `delay`.
+    Limit(Duration),
+    Open,
+    Status(u16),
+    Drop,
+}
+
+/// The scripts of the variants the fixture runs, as written in targets/oracle/target.toml.
+fn script(target: &str, t: f64) -> Act {
+    let within = |from: f64, to: f64| (from..to).contains(&t);
+    match target {
+        "oracle-exact" => Act::Limit(DELAY),
+        "oracle-open-cut" if within(2.0, 4.0) => Act::Open,
+        "oracle-500-cut" if within(2.0, 4.0) => Act::Status(500),
+        "oracle-drop-cut" if within(2.0, 4.0) => Act::Drop,
+        "oracle-slow-second" if within(3.0, 4.0) => Act::Limit(Duration::from_millis(400)),
+        "oracle-slow-recovery" if within(2.0, 6.0) => Act::Status(500),
+        "oracle-never-recovers" if t >= 2.0 => Act::Status(500),
+        "oracle-relapse" if within(2.0, 4.0) || within(7.0, 8.0) => Act::Status(500),
+        _ => Act::Limit(DELAY),
+    }
+}
+
+/// The counts each target × phase × tenant must show, from the schedule and the script.
+fn expected(scenario: &Scenario) -> BTreeMap<(String, String, String), Counts> {
+    let mut out = BTreeMap::new();
+    for (ti, target) in scenario.targets.iter().enumerate() {
+        let arrivals: Vec<Vec<f64>> = scenario
+            .tenants
+            .iter()
+            .enumerate()
+            .map(|(ni, tenant)| {
+                Schedule::new(
+                    scenario.seed,
+                    ti,
+                    ni,
+                    tenant.rate_per_s,
+                    Arrival::Uniform,
+                    scenario.duration,
+                )
+                .map(|d| d.as_secs_f64())
+                .collect()
+            })
+            .collect();
+        // t0: the first request any tenant sends, less the oracle's lead.
+        let t0 = arrivals
+            .iter()
+            .filter_map(|a| a.first().copied())
+            .fold(f64::INFINITY, f64::min)
+            - LEAD_S;
+        for (ni, tenant) in scenario.tenants.iter().enumerate() {
+            let mut admitted_in_window: BTreeMap<i64, u32> = BTreeMap::new();
+            for &at in &arrivals[ni] {
+                let clock = at - t0;
+                // Every boundary of these scripts and of the 1 s windows is a whole second:
+                // an arrival within 1 ms of one could land either side of it.
+                let margin = (clock - clock.round()).abs();
+                assert!(
+                    margin > 0.001 || clock < 0.01,
+                    "seed {}: {} arrival of {} at {at:.4} s is {:.2} ms from a whole second \
+                     of the oracle's clock: choose another seed",
+                    scenario.seed,
+                    target.name,
+                    tenant.name,
+                    margin * 1000.0
+                );
+                let phase = scenario
+                    .phases
+                    .iter()
+                    .find(|p| p.start.as_secs_f64() <= at && at < p.end.as_secs_f64())
+                    .unwrap();
+                let c = out
+                    .entry((target.name.clone(), phase.name.clone(), tenant.name.clone()))
+                    .or_insert_with(Counts::default);
+                c.offered += 1;
+                match script(&target.name, clock) {
+                    Act::Open => c.admitted += 1,
+                    Act::Status(_) => c.server_error += 1,
+                    Act::Drop => c.transport_error += 1,
+                    Act::Limit(_) => {
+                        let used = admitted_in_window
+                            .entry(clock.floor() as i64)
+                            .or_default();
+                        if f64::from(*used) < scenario.limit {
+                            *used += 1;
+                            c.admitted += 1;
+                        } else {
+                            c.limited += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn share(part: f64, of: f64) -> f64 {
+    part / of
+}
+
+#[test]
+fn every_figure_and_gate_verdict_of_a_run_against_scripted_targets_is_the_one_computed_in_advance()
+{
+    let scenario = Scenario::load(&fixture_path("oracle-verdicts.toml")).unwrap();
+    let expected = expected(&scenario);
+    let out = tempfile::tempdir().unwrap();
+    let folder = out.path().join("run");
+    let run = failmode_in(
+        &support::workspace(),
+        &[
+            "run",
+            &fixture_path("oracle-verdicts.toml").to_string_lossy(),
+            "--no-build",
+            "--gate",
+            "--out",
+            &folder.to_string_lossy(),
+        ],
+    );
+    let said = String::from_utf8_lossy(&run.stdout).into_owned()
+        + &String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "some gates fail: {said}");
+    let r = RunResult::read(&folder).unwrap();
+    assert!(r.untrusted().is_empty(), "{:?}", r.untrusted());
+
+    // Counts, over-admission and wrongful denial, per target × phase × tenant.
+    for ((target, phase, tenant), want) in &expected {
+        let got = tenant_in(&r, target, phase, tenant);
+        let at = format!("{target} / {phase} / {tenant}");
+        assert_eq!(
+            (
+                got.counts.offered,
+                got.counts.admitted,
+                got.counts.limited,
+                got.counts.server_error,
+                got.counts.transport_error
+            ),
+            (
+                want.offered,
+                want.admitted,
+                want.limited,
+                want.server_error,
+                want.transport_error
+            ),
+            "{at}: offered, admitted, 429, 500, transport"
+        );
+        let allowance = got.allowance;
+        let entitled = (want.offered as f64).min(allowance);
+        let over = (want.admitted as f64 - allowance).max(0.0) / allowance;
+        let beyond = (want.admitted as f64 - allowance - scenario.limit).max(0.0) / allowance;
+        let denial = (entitled - want.admitted as f64).max(0.0) / entitled;
+        assert!(
+            (got.over_admission.unwrap() - over).abs() < 1e-12,
+            "{at}: {got:?}"
+        );
+        assert!(
+            (got.over_admission_beyond_window.unwrap() - beyond).abs() < 1e-12,
+            "{at}: {got:?}"
+        );
+        assert!(
+            (got.wrongful_denial.unwrap() - denial).abs() < 1e-12,
+            "{at}: {got:?}"
+        );
+    }
+    // Cells with no traffic: the tenant at 0.1/s in the phases it sent nothing in.
+    let mut empty = 0;
+    for target in &r.targets {
+        for phase in &target.phases {
+            for t in &phase.tenants {
+                let key = (target.name.clone(), phase.name.clone(), t.name.clone());
+                if expected.contains_key(&key) {
+                    continue;
+                }
+                empty += 1;
+                assert_eq!(t.counts.offered, 0);
+                assert_eq!(
+                    (t.latency_us, t.over_admission, t.wrongful_denial),
+                    (None, None, None),
+                    "{key:?}: not measured"
+                );
+            }
+        }
+    }
+    assert!(empty > 0, "the fixture has cells without traffic");
+
+    // The phase's figures that follow from them: fail-open over-admission, fail-closed denial.
+    let acme_open = tenant_in(&r, "oracle-open-cut", "fault", "acme");
+    assert_eq!(acme_open.over_admission, Some(share(40.0 - 20.0, 20.0)));
+    assert_eq!(acme_open.over_admission_beyond_window, Some(0.5));
+    for target in ["oracle-500-cut", "oracle-drop-cut"] {
+        let globex = tenant_in(&r, target, "fault", "globex");
+        assert_eq!(globex.wrongful_denial, Some(1.0), "{target}");
+    }
+
+    // Latency from the schedule: 5 ms answers everywhere but the slow second, whose 400 ms
+    // are the phase's tail although only half its seconds had them.
+    let p99_ms = |target: &str, phase: &str| {
+        tenant_in(&r, target, phase, "all").latency_us.unwrap().p99 as f64 / 1000.0
+    };
+    for target in ["oracle-exact", "oracle-open-cut", "oracle-500-cut"] {
+        let p99 = p99_ms(target, "fault");
+        assert!((5.0..30.0).contains(&p99), "{target}: p99 {p99} ms");
+    }
+    let slow = p99_ms("oracle-slow-second", "fault");
+    assert!((400.0..450.0).contains(&slow), "slow second: p99 {slow} ms");
+    let p50 = tenant_in(&r, "oracle-slow-second", "steady", "all")
+        .latency_us
+        .unwrap()
+        .p50 as f64
+        / 1000.0;
+    assert!((5.0..30.0).contains(&p50), "steady: p50 {p50} ms");
+
+    // Recovery: the rule of K = 3 seconds in a row in band, on the real series.
+    let series = read_series(&folder).unwrap();
+    let recovery = |target: &str| {
+        let t = r.targets.iter().find(|t| t.name == target).unwrap();
+        let fault = t.phases.iter().find(|p| p.name == "fault").unwrap();
+        gate::recovery_time(&r, t, fault, &series).unwrap()
+    };
+    let at_once = Recovery::Recovered {
+        after_s: 0.0,
+        relapses: 0,
+    };
+    for target in [
+        "oracle-exact",
+        "oracle-open-cut",
+        "oracle-500-cut",
+        "oracle-drop-cut",
+        "oracle-slow-second",
+    ] {
+        assert_eq!(recovery(target), at_once, "{target}");
+    }
+    assert_eq!(
+        recovery("oracle-slow-recovery"),
+        Recovery::Recovered {
+            after_s: 2.0,
+            relapses: 0
+        }
+    );
+    assert_eq!(recovery("oracle-never-recovers"), Recovery::Never);
+    assert_eq!(
+        recovery("oracle-relapse"),
+        Recovery::Recovered {
+            after_s: 0.0,
+            relapses: 1
+        }
+    );
+
+    // Every gate's verdict on every target.
+    let (_, checks) = gate::gate_folder(&folder, None, false).unwrap();
+    let failed = |target: &str| -> Vec<String> {
+        checks
+            .iter()
+            .filter(|c| c.target == target && !c.passed)
+            .map(|c| c.subject())
+            .collect()
+    };
+    let initech_in_fault = |target: &str| {
+        expected.contains_key(&(target.to_owned(), "fault".to_owned(), "initech".to_owned()))
+    };
+    let with_initech = |target: &str, mut failures: Vec<&str>| -> Vec<String> {
+        if !initech_in_fault(target) {
+            failures.push("p99_ms initech");
+        }
+        failures.into_iter().map(str::to_owned).collect()
+    };
+    assert_eq!(failed("oracle-exact"), with_initech("oracle-exact", vec![]));
+    assert_eq!(
+        failed("oracle-open-cut"),
+        with_initech(
+            "oracle-open-cut",
+            vec!["over_admission_beyond_window acme"]
+        )
+    );
+    for target in ["oracle-500-cut", "oracle-slow-recovery", "oracle-relapse"] {
+        assert_eq!(
+            failed(target),
+            with_initech(target, vec!["rate_5xx", "wrongful_denial globex"]),
+            "{target}"
+        );
+    }
+    assert_eq!(
+        failed("oracle-drop-cut"),
+        with_initech("oracle-drop-cut", vec!["wrongful_denial globex"])
+    );
+    assert_eq!(
+        failed("oracle-slow-second"),
+        with_initech("oracle-slow-second", vec!["p99_ms"])
+    );
+    assert_eq!(
+        failed("oracle-never-recovers"),
+        with_initech(
+            "oracle-never-recovers",
+            vec!["rate_5xx", "wrongful_denial globex", "recovery_s"]
+        )
+    );
+    let initech = checks
+        .iter()
+        .find(|c| c.tenant.as_deref() == Some("initech") && !initech_in_fault(&c.target))
+        .expect("a target whose initech sent nothing in the fault");
+    assert!(
+        matches!(initech.actual, Actual::NotMeasured(_)),
+        "{initech}"
+    );
+    assert!(said.contains("not measured"), "{said}");
+}
