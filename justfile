@@ -52,9 +52,11 @@ build:
     cargo build --release --quiet -p failmode -p failmode-reference
 
 # The whole test suite: lints, unit, property and integration tests (real redis-server and
-# Toxiproxy). The harness's end-to-end tests run the release reference, built first. Then the
-# container tests where a Docker daemon answers (scripts/docker-tests.sh says when they're skipped).
+# Toxiproxy). The harness's end-to-end tests run the release reference and the scripted oracle
+# target (targets/oracle), built first. Then the container tests where a Docker daemon answers
+# (scripts/docker-tests.sh says when they're skipped).
 test: setup lint build
+    cargo build --release --quiet -p failmode-oracle
     cargo test --workspace
     scripts/docker-tests.sh
 
