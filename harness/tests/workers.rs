@@ -212,6 +212,24 @@ async fn two_workers_merged_measure_what_one_process_running_the_whole_schedule_
         "{:?}",
         m.notes
     );
+    // A worker's share says nothing against the whole allowance: not measured, and its folder
+    // is refused with the way out; the merged one is gated.
+    for (w, name) in [(&w1, "w1"), (&w2, "w2")] {
+        let acme = tenant_in(w, "reference", "slow", "acme");
+        assert_eq!(
+            (acme.over_admission, acme.wrongful_denial),
+            (None, None),
+            "{name}: {acme:?}"
+        );
+        let gated = failmode(&["gate", &folder(name).to_string_lossy()]);
+        assert_eq!(gated.status.code(), Some(2), "{name}: {gated:?}");
+        assert!(
+            String::from_utf8_lossy(&gated.stderr).contains("merge the workers first"),
+            "{gated:?}"
+        );
+    }
+    let acme = tenant_in(&m, "reference", "slow", "acme");
+    assert!(acme.over_admission.is_some() && acme.wrongful_denial.is_some());
     assert_eq!(m.load.scheduled, single.load.scheduled, "the same schedule");
     assert_eq!(m.load.scheduled, w1.load.scheduled + w2.load.scheduled);
     assert!(w1.load.scheduled.abs_diff(w2.load.scheduled) <= 3, "halves");
