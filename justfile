@@ -14,10 +14,16 @@ default:
 setup:
     @scripts/setup.sh
 
+# What every run needs, whatever its targets: redis-server and toxiproxy-server.
+setup-core:
+    @scripts/setup.sh redis toxiproxy
+
 # Run a scenario end to end and print the comparison table: `just chaos slow-redis`.
-# Extra flags go to `failmode run` (e.g. `just chaos redis-down --duration-scale 0.2`).
-chaos NAME *ARGS: setup build
-    target/release/failmode run {{NAME}} --no-build {{ARGS}}
+# Extra flags go to `failmode run` (e.g. `just chaos redis-down --duration-scale 0.2`). Only the
+# scenario's targets are built: each manifest's build step installs its own toolchain (npm ci,
+# a virtualenv, a Go or Maven build) when a run includes it.
+chaos NAME *ARGS: setup-core build
+    target/release/failmode run {{NAME}} {{ARGS}}
 
 # The deployment file `compose-chaos` attaches with: deploy/compose.toml (the reference, no
 # profile) unless DEPLOY or `just deploy=…` names another, e.g. deploy/compose-node.toml for
@@ -32,8 +38,8 @@ compose-chaos NAME *ARGS:
     target/release/failmode run {{NAME}} --no-build --attach {{deploy}} {{ARGS}}
 
 # Run a scenario and check its gates: exit 1 if any target breaks one (`just gate slow-redis`).
-gate NAME *ARGS: setup build
-    target/release/failmode run {{NAME}} --no-build --gate {{ARGS}}
+gate NAME *ARGS: setup-core build
+    target/release/failmode run {{NAME}} --gate {{ARGS}}
 
 # The reference beside the Node.js, Python, Go and Java limiters people deploy and NGINX's
 # store-less limit_req, through a slow, a hung, a stalled and a cut Redis; regenerates
