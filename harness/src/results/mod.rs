@@ -568,6 +568,22 @@ mod tests {
     }
 
     #[test]
+    fn a_run_whose_generator_dropped_requests_or_fell_behind_is_untrusted() {
+        let mut run = fixture::run("t", vec![target("a", Counts::default())]);
+        run.load.scheduled = 10_000;
+        assert!(run.untrusted().is_empty());
+        run.load.dropped = 10;
+        assert!(run.untrusted().is_empty(), "0.1 % is within the bound");
+        run.load.dropped = 11;
+        let why = run.untrusted();
+        assert!(why[0].contains("dropped 11 of 10000"), "{why:?}");
+        run.load.dropped = 0;
+        run.targets[0].send_lag_us = Some(fixture::flat_latency(60_000));
+        let why = run.untrusted();
+        assert!(why[0].contains("fell behind on a"), "{why:?}");
+    }
+
+    #[test]
     fn a_late_load_generator_is_reported_as_a_saturated_machine() {
         let quiet = Counts::default();
         let mut targets = vec![target("a", quiet), target("b", quiet)];
