@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use failmode::load::{
-    Arrival, Client, LoadError, LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread,
-    TargetPlan, TenantPlan, TransportError, try_run,
+    Arrival, Client, DropCause, LoadError, LoadPlan, LoadSummary, Outcome, Recorder, Rotation,
+    Sample, Spread, TargetPlan, TenantPlan, TransportError, try_run,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -224,6 +224,11 @@ fn assert_accounted(summary: &LoadSummary, samples: &Samples) {
     assert_eq!(
         summary.scheduled,
         summary.sent + summary.dropped + summary.cancelled + summary.throttled,
+        "{summary:?}"
+    );
+    assert_eq!(
+        summary.dropped,
+        summary.dropped_by_cause.total(),
         "{summary:?}"
     );
     assert_eq!(
@@ -460,17 +465,19 @@ async fn requests_due_beyond_the_in_flight_bound_are_dropped_and_counted_not_del
         (summary.scheduled, summary.sent, summary.dropped),
         (50, 5, 45)
     );
+    assert_eq!(summary.dropped_by_cause.in_flight_bound, 45);
     assert_eq!(server.count_of("acme"), 5);
+    let at_the_bound = Outcome::Dropped(DropCause::InFlightBound);
     let outcomes = samples.outcomes();
     assert_eq!(
-        (outcomes[&Outcome::Dropped], outcomes[&Outcome::Admitted]),
+        (outcomes[&at_the_bound], outcomes[&Outcome::Admitted]),
         (45, 5)
     );
     // Dropped at their scheduled time, not queued behind the bound.
     let dropped: Vec<Sample> = samples
         .all()
         .into_iter()
-        .filter(|s| s.outcome == Outcome::Dropped)
+        .filter(|s| s.outcome == at_the_bound)
         .collect();
     assert!(
         dropped

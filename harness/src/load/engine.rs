@@ -23,9 +23,10 @@
 //!   only where the 0.2 ms lag goal (set at 5,000 req/s) does not apply.
 //!
 //! Bounds: at most `max_in_flight_per_target` requests in flight per target (a semaphore);
-//! one due beyond it is dropped and recorded as [`Outcome::Dropped`], never delayed. A
-//! connection carries one request at a time, so an instance never has more connections than
-//! that bound. No per-request state outlives the request: memory does not grow with the run.
+//! one due beyond it is dropped and recorded as [`Outcome::Dropped`]
+//! ([`DropCause::InFlightBound`]), never delayed. A connection carries one request at a time,
+//! so an instance never has more connections than that bound. No per-request state outlives
+//! the request: memory does not grow with the run.
 //!
 //! Client behaviours ([`Client`]): a request's task sends its retries itself, on the next
 //! instance for a round-robin tenant (as a balancer would), holding its in-flight permit
@@ -54,7 +55,7 @@ use super::client::{Client, Throttle};
 use super::exchange::{self, Pool};
 use super::pacer::Pacer;
 use super::schedule::Schedule;
-use super::{LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread};
+use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread};
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
 /// they never share a stream with the arrival schedules.
@@ -531,8 +532,10 @@ impl Load {
             }
         }
         let Ok(permit) = self.in_flight[target].clone().try_acquire_owned() else {
+            let cause = DropCause::InFlightBound;
             self.summary.dropped += 1;
-            self.recorder.record(&unsent(Outcome::Dropped));
+            self.summary.dropped_by_cause.count(cause);
+            self.recorder.record(&unsent(Outcome::Dropped(cause)));
             return;
         };
         self.summary.sent += 1;

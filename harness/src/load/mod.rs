@@ -139,6 +139,51 @@ pub enum TransportError {
     Other,
 }
 
+/// Why a due request was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropCause {
+    /// The target already had `max_in_flight_per_target` requests in flight.
+    InFlightBound,
+    /// Due arrivals the generator could not send in time: past the timeline's end, or a
+    /// generator too far behind its schedule. Reserved: no engine produces it yet.
+    Backlog,
+    /// The target's connection limit was reached. Reserved: no engine produces it yet.
+    ConnectionCap,
+}
+
+/// Dropped requests by [`DropCause`]; their sum is the run's `dropped`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub struct DroppedByCause {
+    pub in_flight_bound: u64,
+    #[serde(default)]
+    pub backlog: u64,
+    #[serde(default)]
+    pub connection_cap: u64,
+}
+
+impl DroppedByCause {
+    /// Counts one drop.
+    pub fn count(&mut self, cause: DropCause) {
+        match cause {
+            DropCause::InFlightBound => self.in_flight_bound += 1,
+            DropCause::Backlog => self.backlog += 1,
+            DropCause::ConnectionCap => self.connection_cap += 1,
+        }
+    }
+
+    /// Adds another part's counts (a batch's, a worker's).
+    pub fn add(&mut self, other: &DroppedByCause) {
+        self.in_flight_bound += other.in_flight_bound;
+        self.backlog += other.backlog;
+        self.connection_cap += other.connection_cap;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.in_flight_bound + self.backlog + self.connection_cap
+    }
+}
+
 /// What became of one scheduled request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
@@ -153,9 +198,10 @@ pub enum Outcome {
     /// Any other status (a 400 or 404 means the target or the plan is misconfigured).
     OtherStatus(u16),
     Transport(TransportError),
-    /// Not sent: the target already had `max_in_flight_per_target` requests in flight. Its
-    /// sample's durations are all zero: it has no latency to speak of.
-    Dropped,
+    /// Not sent, for the cause it carries (today: the target already had
+    /// `max_in_flight_per_target` requests in flight). Its sample's durations are all zero:
+    /// it has no latency to speak of.
+    Dropped(DropCause),
     /// Not sent: the tenant's client refused it itself (adaptive throttling). No latency.
     Throttled,
 }
@@ -181,7 +227,7 @@ pub struct Sample {
     pub instance: usize,
     /// When it should have been sent, since the run's start.
     pub scheduled: Duration,
-    /// How late it actually left (actual send − scheduled); zero for a dropped request.
+    /// How late it actually left (actual send − scheduled); zero for a request not sent.
     pub send_lag: Duration,
     /// From the scheduled send to the end of the last answer (or the failure).
     pub latency: Duration,
@@ -208,7 +254,9 @@ pub struct LoadSummary {
     pub retries: u64,
     /// Refused by the tenant's own client (adaptive throttling), not sent.
     pub throttled: u64,
+    /// Not sent, every cause together: `dropped_by_cause.total()`.
     pub dropped: u64,
+    pub dropped_by_cause: DroppedByCause,
     /// Scheduled but never sent because the run was cancelled.
     pub cancelled: u64,
     /// Sent, but still unanswered when the run was cancelled and its grace ran out: no sample

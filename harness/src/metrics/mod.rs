@@ -94,7 +94,7 @@ impl Counts {
             Outcome::ServerError => self.server_error += 1,
             Outcome::OtherStatus(_) => self.other_status += 1,
             Outcome::Transport(_) => self.transport_error += 1,
-            Outcome::Dropped => self.dropped += 1,
+            Outcome::Dropped(_) => self.dropped += 1,
             Outcome::Throttled => self.throttled += 1,
         }
     }

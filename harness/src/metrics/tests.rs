@@ -1,5 +1,7 @@
 use super::*;
-use crate::load::TransportError;
+use crate::load::{DropCause, TransportError};
+
+const DROPPED: Outcome = Outcome::Dropped(DropCause::InFlightBound);
 
 fn sample(target: usize, tenant: usize, at_ms: u64, outcome: Outcome) -> Sample {
     Sample {
@@ -11,7 +13,7 @@ fn sample(target: usize, tenant: usize, at_ms: u64, outcome: Outcome) -> Sample 
         latency: Duration::from_millis(2),
         service_time: Duration::from_millis(1),
         outcome,
-        attempts: u32::from(!matches!(outcome, Outcome::Dropped | Outcome::Throttled)),
+        attempts: u32::from(!matches!(outcome, Outcome::Dropped(_) | Outcome::Throttled)),
     }
 }
 
@@ -35,7 +37,7 @@ fn samples_land_in_their_phase_and_second_by_scheduled_time() {
         2000,
         Outcome::Transport(TransportError::Timeout),
     ));
-    c.record(&sample(0, 1, 2500, Outcome::Dropped));
+    c.record(&sample(0, 1, 2500, DROPPED));
     let m = c.snapshot();
     let steady = &m.cells[1][0][0].counts;
     assert_eq!((steady.offered, steady.admitted, steady.limited), (2, 1, 1));

@@ -169,6 +169,7 @@ mod tests {
                 cancelled: 0,
                 retries: 0,
                 throttled: 0,
+                ..LoadTotals::default()
             },
             notes: notes.iter().map(|n| (*n).to_owned()).collect(),
             batches: Vec::new(),

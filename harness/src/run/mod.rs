@@ -545,10 +545,10 @@ pub async fn run(
             ));
         }
     }
-    if summary.dropped > 0 {
+    if summary.dropped_by_cause.in_flight_bound > 0 {
         notes.push(format!(
             "{} requests were not sent: the in-flight bound ({} per target{}) was reached",
-            summary.dropped,
+            summary.dropped_by_cause.in_flight_bound,
             in_flight_bound(&scenario, opts.worker),
             match opts.worker {
                 Some(w) if w.share.count > 1 => format!(
@@ -584,6 +584,7 @@ pub async fn run(
             scheduled: summary.scheduled,
             sent: summary.sent,
             dropped: summary.dropped,
+            dropped_by_cause: summary.dropped_by_cause,
             cancelled: summary.cancelled,
             retries: summary.retries,
             throttled: summary.throttled,
