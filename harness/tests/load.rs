@@ -473,7 +473,8 @@ async fn requests_due_beyond_the_in_flight_bound_are_dropped_and_counted_not_del
         (outcomes[&at_the_bound], outcomes[&Outcome::Admitted]),
         (45, 5)
     );
-    // Dropped at their scheduled time, not queued behind the bound.
+    // Dropped at their scheduled time, not queued behind the bound. The sample says what
+    // was measured (nothing); the metrics count its latency as the request timeout.
     let dropped: Vec<Sample> = samples
         .all()
         .into_iter()

@@ -199,8 +199,10 @@ pub enum Outcome {
     OtherStatus(u16),
     Transport(TransportError),
     /// Not sent, for the cause it carries (today: the target already had
-    /// `max_in_flight_per_target` requests in flight). Its sample's durations are all zero:
-    /// it has no latency to speak of.
+    /// `max_in_flight_per_target` requests in flight). Its sample's durations are all zero,
+    /// as measured; but a drop must never make the tail look better, so the metrics count it
+    /// in the latency histograms as a request that waited the whole request timeout (not in
+    /// the service time: it was never sent). See [`crate::metrics`].
     Dropped(DropCause),
     /// Not sent: the tenant's client refused it itself (adaptive throttling). No latency.
     Throttled,

@@ -4,6 +4,15 @@
 //!
 //! Everything here adds up exactly ([`Measured::add`]): counts are summed and histograms
 //! added, which is how the results of several workers become one run's.
+//!
+//! Percentiles never improve because requests were dropped. A request the generator did not
+//! send ([`Outcome::Dropped`], whatever its cause) is counted in the latency histograms (its
+//! phase cell, its second, and that second's all-tenants slot) as a request that waited the
+//! request timeout ([`Shape::request_timeout`]): drops come from a target too slow to keep
+//! up, and without this rule a stall that dropped most of its slow requests would show a
+//! healthy p99. Its service time is not recorded: it was never sent. A request the tenant's
+//! own client refused ([`Outcome::Throttled`]) has no latency: that client chose not to
+//! wait.
 
 pub mod derived;
 
@@ -72,7 +81,8 @@ pub struct Counts {
     pub transport_error: u64,
     /// Statuses outside 2xx / 429 / 5xx (a misconfigured target or plan).
     pub other_status: u64,
-    /// Not sent: the in-flight bound was reached.
+    /// Not sent (the in-flight bound was reached, say); counted in latency as having waited
+    /// the request timeout.
     pub dropped: u64,
     /// Not sent: the tenant's client refused it itself (adaptive throttling).
     #[serde(default)]
@@ -160,10 +170,12 @@ impl Cell {
         }
     }
 
-    fn add(&mut self, s: &Sample) {
+    fn add(&mut self, s: &Sample, latency: Option<Duration>) {
         self.counts.add(s.outcome, s.attempts);
+        if let Some(latency) = latency {
+            self.latency.saturating_record(micros(latency));
+        }
         if s.attempts > 0 {
-            self.latency.saturating_record(micros(s.latency));
             self.service_time.saturating_record(micros(s.service_time));
         }
     }
@@ -176,6 +188,8 @@ pub struct LiveCounts {
     pub limited: AtomicU64,
     pub errors_5xx: AtomicU64,
     pub transport: AtomicU64,
+    /// Not sent, every cause together.
+    pub dropped: AtomicU64,
 }
 
 /// One second of one target × tenant: counts, and latency percentiles from the schedule.
@@ -233,11 +247,24 @@ pub struct Shape {
     /// The longest a request can stay unanswered: the request timeout, or for clients that
     /// retry, every attempt and wait of the longest chain.
     pub longest_request: Duration,
+    /// The scenario's `[load].request_timeout`: the latency a dropped request is counted
+    /// with.
+    pub request_timeout: Duration,
 }
 
 impl Shape {
     fn phase_at(&self, at: Duration) -> Option<usize> {
         self.phases.iter().position(|&(s, e)| s <= at && at < e)
+    }
+
+    /// The latency a sample is counted with: its own if it was sent; the request timeout if
+    /// it was dropped (see the module's header); none if its client refused it itself.
+    fn latency_of(&self, s: &Sample) -> Option<Duration> {
+        match s.outcome {
+            Outcome::Dropped(_) => Some(self.request_timeout),
+            _ if s.attempts > 0 => Some(s.latency),
+            _ => None,
+        }
     }
 }
 
@@ -383,14 +410,16 @@ impl Recorder for Collector {
                 live.errors_5xx.fetch_add(1, Ordering::Relaxed)
             }
             Outcome::Transport(_) => live.transport.fetch_add(1, Ordering::Relaxed),
+            Outcome::Dropped(_) => live.dropped.fetch_add(1, Ordering::Relaxed),
             _ => 0,
         };
         let phase = self.shape.phase_at(s.scheduled);
         let second = s.scheduled.as_secs() as usize;
+        let latency = self.shape.latency_of(s);
         let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let State { measured: m, open } = &mut *state;
         if let Some(p) = phase {
-            m.cells[s.target][s.tenant][p].add(s);
+            m.cells[s.target][s.tenant][p].add(s, latency);
         }
         for slot in [s.tenant, self.shape.tenants] {
             record_second(
@@ -399,6 +428,7 @@ impl Recorder for Collector {
                 &mut open[s.target][slot],
                 second,
                 s,
+                latency,
                 self.hold_s,
             );
         }
@@ -408,23 +438,26 @@ impl Recorder for Collector {
     }
 }
 
-/// Counts a sample in its second, records its latency while the second is open, and closes
-/// the seconds no request can still be answered in.
+/// Counts a sample in its second, records its `latency` (if it has one) while the second is
+/// open, and closes the seconds no request can still be answered in.
 fn record_second(
     seconds: &mut [Second],
     packed: &mut BTreeMap<usize, Vec<u8>>,
     open: &mut OpenSeconds,
     second: usize,
     s: &Sample,
+    latency: Option<Duration>,
     hold_s: usize,
 ) {
     if let Some(cell) = seconds.get_mut(second) {
         cell.counts.add(s.outcome, s.attempts);
-        if s.attempts > 0 && second >= open.closed_below {
+        if let Some(latency) = latency
+            && second >= open.closed_below
+        {
             open.by_second
                 .entry(second)
                 .or_insert_with(second_histogram)
-                .saturating_record(micros(s.latency));
+                .saturating_record(micros(latency));
         }
     }
     let close_below = second.saturating_sub(hold_s);

@@ -28,6 +28,7 @@ fn samples_land_in_their_phase_and_second_by_scheduled_time() {
         ],
         duration: Duration::from_secs(3),
         longest_request: Duration::from_secs(2),
+        request_timeout: Duration::from_secs(2),
     });
     c.record(&sample(1, 0, 500, Outcome::Admitted));
     c.record(&sample(1, 0, 1999, Outcome::Limited));
@@ -43,15 +44,78 @@ fn samples_land_in_their_phase_and_second_by_scheduled_time() {
     assert_eq!((steady.offered, steady.admitted, steady.limited), (2, 1, 1));
     assert_eq!(m.cells[1][0][1].counts.transport_error, 1);
     assert_eq!(m.cells[0][1][1].counts.dropped, 1);
-    assert_eq!(
-        m.cells[0][1][1].latency.len(),
-        0,
-        "a dropped request has no latency"
+    // Not sent, so no service time; but its latency is counted as the request timeout
+    // (2 s here), so that dropping requests can never make the tail look better.
+    let dropped = &m.cells[0][1][1];
+    assert_eq!(dropped.latency.len(), 1);
+    assert!(
+        dropped.latency.max() >= 2_000_000,
+        "{}",
+        dropped.latency.max()
     );
+    assert_eq!(dropped.service_time.len(), 0, "it was never sent");
+    assert_eq!(c.live(0).dropped.load(Ordering::Relaxed), 1);
     assert_eq!(m.seconds[1][0][1].counts.offered, 1);
     assert_eq!(m.seconds[1][0][2].counts.offered, 1);
     assert_eq!(c.live(1).done.load(Ordering::Relaxed), 3);
     assert_eq!(c.live(1).transport.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn dropped_requests_count_in_latency_as_the_request_timeout_so_drops_never_improve_p99() {
+    // A stall: 50 requests answered in 1 ms, 330 dropped at the in-flight bound.
+    let timeout = Duration::from_secs(2);
+    let c = Collector::new(Shape {
+        targets: 1,
+        tenants: 2,
+        phases: vec![(Duration::ZERO, Duration::from_secs(5))],
+        duration: Duration::from_secs(5),
+        longest_request: timeout,
+        request_timeout: timeout,
+    });
+    for i in 0..380u64 {
+        let mut s = sample(
+            0,
+            0,
+            1_000 + i,
+            if i < 50 { Outcome::Admitted } else { DROPPED },
+        );
+        if i < 50 {
+            (s.send_lag, s.latency, s.service_time) = (
+                Duration::ZERO,
+                Duration::from_millis(1),
+                Duration::from_millis(1),
+            );
+        } else {
+            // As the engine records a drop: no durations at all.
+            (s.send_lag, s.latency, s.service_time) =
+                (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+        }
+        c.record(&s);
+    }
+    let m = c.snapshot();
+    let cell = &m.cells[0][0][0];
+    assert_eq!((cell.counts.offered, cell.counts.dropped), (380, 330));
+    let timeout_us = timeout.as_micros() as u64;
+    assert!(
+        cell.latency.value_at_quantile(0.99) >= timeout_us,
+        "phase p99 {} µs",
+        cell.latency.value_at_quantile(0.99)
+    );
+    assert_eq!(
+        cell.service_time.len(),
+        50,
+        "only what was sent has a service time"
+    );
+    // The second's figures, the tenant's and all tenants': two significant figures.
+    for slot in [0, 2] {
+        let p99 = m.seconds[0][slot][1].p99_us;
+        assert!(
+            p99 >= timeout_us * 99 / 100,
+            "slot {slot}: second p99 {p99} µs"
+        );
+    }
+    assert_eq!(m.send_lag[0].len(), 50, "a drop has no send lag");
 }
 
 #[test]
@@ -62,6 +126,7 @@ fn seconds_close_once_no_answer_can_come_and_keep_their_percentiles() {
         phases: vec![(Duration::ZERO, Duration::from_secs(20))],
         duration: Duration::from_secs(20),
         longest_request: Duration::from_secs(2),
+        request_timeout: Duration::from_secs(2),
     });
     c.record(&sample(0, 0, 1_000, Outcome::Admitted));
     c.record(&sample(0, 0, 10_000, Outcome::Admitted));
@@ -93,6 +158,7 @@ fn two_halves_of_the_samples_add_up_to_the_whole_exactly() {
         ],
         duration: Duration::from_secs(6),
         longest_request: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(1),
     };
     let (whole, halves) = (
         Collector::new(shape.clone()),
@@ -147,6 +213,7 @@ fn measurements_of_different_shapes_do_not_add() {
         phases: vec![(Duration::ZERO, Duration::from_secs(2))],
         duration: Duration::from_secs(2),
         longest_request: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(1),
     };
     let mut one = Measured::empty(&shape(1));
     let e = one.add(&Measured::empty(&shape(2))).unwrap_err();

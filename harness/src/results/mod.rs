@@ -126,7 +126,8 @@ pub struct LoadTotals {
     pub scheduled: u64,
     /// Requests sent (first attempts).
     pub sent: u64,
-    /// Not sent, every cause together (the sum of `dropped_by_cause`).
+    /// Not sent, every cause together (the sum of `dropped_by_cause`). Each is counted in its
+    /// cell's latency as a request that waited the request timeout.
     pub dropped: u64,
     /// `dropped` by cause. Absent from run.json files written before it (all 0 then: every
     /// drop of those was at the in-flight bound).

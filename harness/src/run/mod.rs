@@ -366,6 +366,7 @@ pub async fn run(
             .map(|t| t.client.longest(scenario.request_timeout))
             .max()
             .unwrap_or(scenario.request_timeout),
+        request_timeout: scenario.request_timeout,
     }));
     let names: Vec<String> = plan.targets.iter().map(|t| t.name.clone()).collect();
     let events: Mutex<Vec<Vec<Event>>> = Mutex::new(vec![Vec::new(); names.len()]);
