@@ -2,6 +2,7 @@
 //! engine drives traffic, then tear everything down and write the results folder — also when
 //! interrupted, with what was measured so far.
 
+mod accounting;
 pub mod progress;
 mod snapshot;
 pub mod world;
@@ -560,6 +561,7 @@ pub async fn run(
             }
         ));
     }
+    notes.extend(accounting::dropped_in_cells(&scenario, &names, &measured));
     let targets = results::build_targets(&scenario, &measured, &facts, ran_for);
     notes.extend(results::broken_before_any_fault(&targets));
     notes.extend(results::machine_saturated(&targets));
