@@ -10,12 +10,15 @@
 //!   what is in flight and classifies what comes back ([`try_run`]).
 //! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`).
 //! - `exchange`: one HTTP exchange on a pooled keep-alive connection, and its classification.
+//! - `in_flight`: a request sent, until its sample is recorded, also when the run stops
+//!   before its answer comes (abandoned).
 //! - [`client`]: how a tenant's clients react to answers (retries, adaptive throttling).
 //! - [`rotation`]: a target's instances in and out of the balancer's rotation.
 
 pub mod client;
 mod engine;
 mod exchange;
+mod in_flight;
 mod pacer;
 pub mod rotation;
 pub mod schedule;
@@ -137,6 +140,10 @@ pub enum TransportError {
     Reset,
     Timeout,
     Other,
+    /// The run stopped before it was answered: still in flight when an interrupted run's
+    /// grace for its requests ran out. Its latency runs to that moment, so the slowest
+    /// requests of a hung target are counted, not lost.
+    Abandoned,
 }
 
 /// Why a due request was not sent.
@@ -231,9 +238,11 @@ pub struct Sample {
     pub scheduled: Duration,
     /// How late it actually left (actual send − scheduled); zero for a request not sent.
     pub send_lag: Duration,
-    /// From the scheduled send to the end of the last answer (or the failure).
+    /// From the scheduled send to the end of the last answer (or the failure, or the moment
+    /// an interrupted run abandoned it).
     pub latency: Duration,
-    /// From the first actual send to the end of the last answer (or the failure).
+    /// From the first actual send to the end of the last answer (or the failure, or the
+    /// abandonment).
     pub service_time: Duration,
     /// The last attempt's outcome.
     pub outcome: Outcome,
@@ -261,8 +270,9 @@ pub struct LoadSummary {
     pub dropped_by_cause: DroppedByCause,
     /// Scheduled but never sent because the run was cancelled.
     pub cancelled: u64,
-    /// Sent, but still unanswered when the run was cancelled and its grace ran out: no sample
-    /// was recorded for them. Zero for a run that was not cancelled: every request carries its
-    /// own timeout, and the engine waits that long for the last ones.
+    /// Sent, but still unanswered when the run was cancelled and its grace ran out; each is
+    /// recorded as a sample with outcome `Transport(Abandoned)`, its latency up to that
+    /// moment. Zero for a run that was not cancelled: every request carries its own timeout,
+    /// and the engine waits that long for the last ones.
     pub abandoned: u64,
 }

@@ -12,7 +12,7 @@
 //! up, and without this rule a stall that dropped most of its slow requests would show a
 //! healthy p99. Its service time is not recorded: it was never sent. A request the tenant's
 //! own client refused ([`Outcome::Throttled`]) has no latency: that client chose not to
-//! wait.
+//! wait. A request an interrupted run abandoned is recorded with its latency up to then.
 
 pub mod derived;
 

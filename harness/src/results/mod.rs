@@ -134,6 +134,10 @@ pub struct LoadTotals {
     #[serde(default)]
     pub dropped_by_cause: crate::load::DroppedByCause,
     pub cancelled: u64,
+    /// Sent, but unanswered when an interrupted run stopped waiting: each is counted in its
+    /// cell as a transport error, its latency up to that moment.
+    #[serde(default)]
+    pub abandoned: u64,
     /// Attempts after the first, from retrying clients.
     #[serde(default)]
     pub retries: u64,
@@ -150,6 +154,7 @@ impl LoadTotals {
         self.dropped += other.dropped;
         self.dropped_by_cause.add(&other.dropped_by_cause);
         self.cancelled += other.cancelled;
+        self.abandoned += other.abandoned;
         self.retries += other.retries;
         self.throttled += other.throttled;
     }
@@ -477,6 +482,7 @@ mod tests {
             LoadTotals {
                 dropped: by_cause.total(),
                 dropped_by_cause: by_cause,
+                abandoned: 1,
                 ..LoadTotals::default()
             }
         };
@@ -493,13 +499,14 @@ mod tests {
         );
         assert_eq!(whole.dropped, 5);
         assert_eq!(whole.dropped, whole.dropped_by_cause.total());
+        assert_eq!(whole.abandoned, 3);
     }
 
     #[test]
-    fn load_totals_written_before_drop_causes_still_read() {
+    fn load_totals_written_before_drop_causes_and_abandonment_still_read() {
         let old = r#"{"scheduled": 10, "sent": 8, "dropped": 2, "cancelled": 0}"#;
         let totals: LoadTotals = serde_json::from_str(old).unwrap();
-        assert_eq!(totals.dropped, 2);
+        assert_eq!((totals.dropped, totals.abandoned), (2, 0));
         assert_eq!(totals.dropped_by_cause, Default::default());
         let written = serde_json::to_value(LoadTotals::default()).unwrap();
         assert!(

@@ -532,9 +532,16 @@ pub async fn run(
     }
     if interrupt.is_cancelled() {
         notes.push(format!(
-            "interrupted after {:.1} s of {:.1} s: the figures cover what ran",
+            "interrupted after {:.1} s of {:.1} s: the figures cover what ran{}",
             ran_for.as_secs_f64(),
-            scenario.duration.as_secs_f64()
+            scenario.duration.as_secs_f64(),
+            match summary.abandoned {
+                0 => String::new(),
+                n => format!(
+                    "; {n} requests still unanswered when it stopped are counted as transport \
+                     errors (abandoned), their latency up to then"
+                ),
+            }
         ));
     }
     for (t, target_events) in events.iter().enumerate() {
@@ -589,6 +596,7 @@ pub async fn run(
             dropped: summary.dropped,
             dropped_by_cause: summary.dropped_by_cause,
             cancelled: summary.cancelled,
+            abandoned: summary.abandoned,
             retries: summary.retries,
             throttled: summary.throttled,
         },
