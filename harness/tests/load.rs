@@ -262,6 +262,10 @@ async fn each_tenant_is_sent_its_planned_rate_within_one_percent() {
 
     assert_accounted(&summary, &samples);
     assert_eq!(summary.dropped, 0);
+    assert_eq!(
+        summary.stopped_sending_at, None,
+        "it sent its whole schedule"
+    );
     assert_eq!(samples.outcomes()[&Outcome::Admitted], samples.all().len());
     for (caller, rate) in [("acme", 300.0), ("globex", 100.0)] {
         let at: Vec<Instant> = server
@@ -542,12 +546,20 @@ async fn cancel_stops_sending_at_once_and_counts_the_rest_as_cancelled() {
     server.wait_for_requests(20).await;
     let cancelled_at = Instant::now();
     cancel.cancel();
-    let (summary, samples, _) = running.await.unwrap();
+    let (summary, samples, start) = running.await.unwrap();
 
     assert!(
         cancelled_at.elapsed() < Duration::from_millis(300),
         "stopped after {:?}",
         cancelled_at.elapsed()
+    );
+    // When it stopped sending, not when it was done waiting for its last answers: what the
+    // cut phase's allowance covers.
+    let stopped = summary.stopped_sending_at.unwrap();
+    let cancelled_after = cancelled_at - start;
+    assert!(
+        stopped >= cancelled_after && stopped < cancelled_after + Duration::from_millis(20),
+        "stopped sending at {stopped:?}, cancelled at {cancelled_after:?}"
     );
     assert_accounted(&summary, &samples);
     assert_eq!(summary.scheduled, 2_000);
@@ -644,6 +656,14 @@ async fn requests_still_unanswered_after_the_cancel_grace_are_recorded_as_abando
         server.seen().len() as u64,
         summary.sent + summary.retries,
         "{summary:?}"
+    );
+    // Sending stopped at the cancel; the grace for the requests in flight came after it.
+    let stopped = summary.stopped_sending_at.unwrap();
+    assert!(
+        stopped < cancelled_at - start + Duration::from_millis(20)
+            && returned_at - start >= stopped + Duration::from_millis(250),
+        "stopped sending at {stopped:?}, returned at {:?}",
+        returned_at - start
     );
 }
 

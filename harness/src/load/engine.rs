@@ -484,6 +484,10 @@ impl Load {
             }
         }
 
+        if was_cancelled {
+            self.summary.stopped_sending_at =
+                Some(Instant::now().saturating_duration_since(self.start));
+        }
         self.tasks.close();
         let grace = CANCEL_GRACE.min(self.request_timeout);
         if was_cancelled {

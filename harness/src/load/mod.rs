@@ -275,4 +275,8 @@ pub struct LoadSummary {
     /// moment. Zero for a run that was not cancelled: every request carries its own timeout,
     /// and the engine waits that long for the last ones.
     pub abandoned: u64,
+    /// When sending stopped because the run was cancelled, since the run's start: the load
+    /// covered the timeline up to here (the grace given to the requests in flight after it
+    /// sent nothing). `None` when every scheduled request was sent.
+    pub stopped_sending_at: Option<Duration>,
 }

@@ -1,8 +1,21 @@
 //! How a run's figures account for what the load did not do as planned: requests dropped
-//! before they were sent.
+//! before they were sent, and a run cut short.
 
+use std::time::Duration;
+
+use crate::load::LoadSummary;
 use crate::metrics::Measured;
 use crate::scenario::Scenario;
+
+/// How much of the timeline the load covered: all of it that had elapsed, or for an
+/// interrupted run, up to the moment it stopped sending. The grace its requests in flight
+/// were given after that sent nothing: counting it would give the cut phase an allowance for
+/// time that was not run, understating over-admission.
+pub(super) fn load_ran_for(summary: Option<&LoadSummary>, elapsed: Duration) -> Duration {
+    summary
+        .and_then(|s| s.stopped_sending_at)
+        .map_or(elapsed, |stopped| stopped.min(elapsed))
+}
 
 /// A note naming every target × tenant × phase cell with dropped requests and how many, and
 /// how their latency counts them; `None` when nothing was dropped.
@@ -37,11 +50,10 @@ pub(super) fn dropped_in_cells(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::load::{DropCause, Outcome, Recorder, Sample};
     use crate::metrics::{Collector, Shape};
+    use crate::results::{TargetFacts, build_targets};
 
     fn scenario() -> Scenario {
         let text = r#"
@@ -80,6 +92,47 @@ end = "20s"
             longest_request: s.request_timeout,
             request_timeout: s.request_timeout,
         }
+    }
+
+    fn facts(s: &Scenario) -> Vec<TargetFacts> {
+        vec![TargetFacts {
+            name: "reference".into(),
+            description: String::new(),
+            instances: 1,
+            command: Vec::new(),
+            env: Default::default(),
+            refuses_with: 429,
+            events: Vec::new(),
+            phases: vec![Default::default(); s.phases.len()],
+        }]
+    }
+
+    #[test]
+    fn the_allowance_of_a_cut_phase_covers_only_the_time_the_load_was_sent() {
+        let s = scenario();
+        // Interrupted 4 s into the fault phase; the requests in flight then had their grace,
+        // and the run read its clock 250 ms later.
+        let summary = LoadSummary {
+            stopped_sending_at: Some(Duration::from_secs(14)),
+            ..LoadSummary::default()
+        };
+        let elapsed = Duration::from_millis(14_250);
+        let ran_for = load_ran_for(Some(&summary), elapsed);
+        assert_eq!(ran_for, Duration::from_secs(14));
+        let targets = build_targets(&s, &Measured::empty(&shape(&s)), &facts(&s), ran_for);
+        let fault = &targets[0].phases[1];
+        assert_eq!(fault.end_s, 14.0);
+        // 50/s over the 4 s sent, not the 4.25 s that had elapsed.
+        assert_eq!(fault.tenants[0].allowance, 200.0);
+        assert_eq!(targets[0].phases[0].tenants[0].allowance, 500.0, "uncut");
+
+        // A run that sent its whole schedule covers whatever elapsed (build_targets cuts
+        // at the timeline's end); so does one whose generator failed (no summary).
+        assert_eq!(
+            load_ran_for(Some(&LoadSummary::default()), Duration::from_secs(21)),
+            Duration::from_secs(21)
+        );
+        assert_eq!(load_ran_for(None, elapsed), elapsed);
     }
 
     #[test]

@@ -443,7 +443,8 @@ pub async fn run(
         watch_children(&world, start, &done, &events),
         progress::show(say, &scenario, &names, &collector, start, done.clone()),
     );
-    let ran_for = start.elapsed();
+    let elapsed = start.elapsed();
+    let ran_for = accounting::load_ran_for(summary.as_ref().ok(), elapsed);
     let instance_counts: Vec<u32> = world
         .targets
         .iter()
