@@ -558,7 +558,7 @@ async fn cancel_stops_sending_at_once_and_counts_the_rest_as_cancelled() {
     let stopped = summary.stopped_sending_at.unwrap();
     let cancelled_after = cancelled_at - start;
     assert!(
-        stopped >= cancelled_after && stopped < cancelled_after + Duration::from_millis(20),
+        stopped >= cancelled_after && stopped < cancelled_after + Duration::from_millis(100),
         "stopped sending at {stopped:?}, cancelled at {cancelled_after:?}"
     );
     assert_accounted(&summary, &samples);
@@ -660,7 +660,7 @@ async fn requests_still_unanswered_after_the_cancel_grace_are_recorded_as_abando
     // Sending stopped at the cancel; the grace for the requests in flight came after it.
     let stopped = summary.stopped_sending_at.unwrap();
     assert!(
-        stopped < cancelled_at - start + Duration::from_millis(20)
+        stopped < cancelled_at - start + Duration::from_millis(100)
             && returned_at - start >= stopped + Duration::from_millis(250),
         "stopped sending at {stopped:?}, returned at {:?}",
         returned_at - start
