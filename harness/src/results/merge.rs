@@ -91,6 +91,7 @@ fn shape_of(run: &RunResult, scenario: &Scenario) -> Shape {
         duration: scenario.duration,
         // Only the collector's bookkeeping of open seconds uses it.
         longest_request: Duration::ZERO,
+        request_timeout: scenario.request_timeout,
     }
 }
 

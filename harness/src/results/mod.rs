@@ -158,8 +158,18 @@ pub struct LoadTotals {
     pub scheduled: u64,
     /// Requests sent (first attempts).
     pub sent: u64,
+    /// Not sent, every cause together (the sum of `dropped_by_cause`). Each is counted in its
+    /// cell's latency as a request that waited the request timeout.
     pub dropped: u64,
+    /// `dropped` by cause. Absent from run.json files written before it (all 0 then: every
+    /// drop of those was at the in-flight bound).
+    #[serde(default)]
+    pub dropped_by_cause: crate::load::DroppedByCause,
     pub cancelled: u64,
+    /// Sent, but unanswered when an interrupted run stopped waiting: each is counted in its
+    /// cell as a transport error, its latency up to that moment.
+    #[serde(default)]
+    pub abandoned: u64,
     /// Attempts after the first, from retrying clients.
     #[serde(default)]
     pub retries: u64,
@@ -174,7 +184,9 @@ impl LoadTotals {
         self.scheduled += other.scheduled;
         self.sent += other.sent;
         self.dropped += other.dropped;
+        self.dropped_by_cause.add(&other.dropped_by_cause);
         self.cancelled += other.cancelled;
+        self.abandoned += other.abandoned;
         self.retries += other.retries;
         self.throttled += other.throttled;
     }
@@ -581,6 +593,50 @@ mod tests {
         run.targets[0].send_lag_us = Some(fixture::flat_latency(60_000));
         let why = run.untrusted();
         assert!(why[0].contains("fell behind on a"), "{why:?}");
+    }
+
+    #[test]
+    fn dropped_requests_by_cause_add_up_across_parts_and_their_total_is_dropped() {
+        use crate::load::{DropCause, DroppedByCause};
+        let part = |causes: &[DropCause]| {
+            let mut by_cause = DroppedByCause::default();
+            for &cause in causes {
+                by_cause.count(cause);
+            }
+            LoadTotals {
+                dropped: by_cause.total(),
+                dropped_by_cause: by_cause,
+                abandoned: 1,
+                ..LoadTotals::default()
+            }
+        };
+        let mut whole = part(&[DropCause::InFlightBound, DropCause::InFlightBound]);
+        whole.add(&part(&[DropCause::Backlog, DropCause::InFlightBound]));
+        whole.add(&part(&[DropCause::ConnectionCap]));
+        assert_eq!(
+            whole.dropped_by_cause,
+            DroppedByCause {
+                in_flight_bound: 3,
+                backlog: 1,
+                connection_cap: 1,
+            }
+        );
+        assert_eq!(whole.dropped, 5);
+        assert_eq!(whole.dropped, whole.dropped_by_cause.total());
+        assert_eq!(whole.abandoned, 3);
+    }
+
+    #[test]
+    fn load_totals_written_before_drop_causes_and_abandonment_still_read() {
+        let old = r#"{"scheduled": 10, "sent": 8, "dropped": 2, "cancelled": 0}"#;
+        let totals: LoadTotals = serde_json::from_str(old).unwrap();
+        assert_eq!((totals.dropped, totals.abandoned), (2, 0));
+        assert_eq!(totals.dropped_by_cause, Default::default());
+        let written = serde_json::to_value(LoadTotals::default()).unwrap();
+        assert!(
+            written["dropped_by_cause"]["in_flight_bound"].is_u64(),
+            "{written}"
+        );
     }
 
     #[test]
