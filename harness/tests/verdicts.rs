@@ -108,9 +108,7 @@ fn expected(scenario: &Scenario) -> BTreeMap<(String, String, String), Counts> {
                     Act::Status(_) => c.server_error += 1,
                     Act::Drop => c.transport_error += 1,
                     Act::Limit(_) => {
-                        let used = admitted_in_window
-                            .entry(clock.floor() as i64)
-                            .or_default();
+                        let used = admitted_in_window.entry(clock.floor() as i64).or_default();
                         if f64::from(*used) < scenario.limit {
                             *used += 1;
                             c.admitted += 1;
@@ -147,8 +145,8 @@ fn every_figure_and_gate_verdict_of_a_run_against_scripted_targets_is_the_one_co
             &folder.to_string_lossy(),
         ],
     );
-    let said = String::from_utf8_lossy(&run.stdout).into_owned()
-        + &String::from_utf8_lossy(&run.stderr);
+    let said =
+        String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(1), "some gates fail: {said}");
     let r = RunResult::read(&folder).unwrap();
     assert!(r.untrusted().is_empty(), "{:?}", r.untrusted());
@@ -297,10 +295,7 @@ fn every_figure_and_gate_verdict_of_a_run_against_scripted_targets_is_the_one_co
     assert_eq!(failed("oracle-exact"), with_initech("oracle-exact", vec![]));
     assert_eq!(
         failed("oracle-open-cut"),
-        with_initech(
-            "oracle-open-cut",
-            vec!["over_admission_beyond_window acme"]
-        )
+        with_initech("oracle-open-cut", vec!["over_admission_beyond_window acme"])
     );
     for target in ["oracle-500-cut", "oracle-slow-recovery", "oracle-relapse"] {
         assert_eq!(
@@ -333,4 +328,49 @@ fn every_figure_and_gate_verdict_of_a_run_against_scripted_targets_is_the_one_co
         "{initech}"
     );
     assert!(said.contains("not measured"), "{said}");
+}
+
+#[test]
+fn requests_the_generator_dropped_count_as_waiting_the_timeout_and_make_the_verdict_untrusted() {
+    let out = tempfile::tempdir().unwrap();
+    let folder = out.path().join("run");
+    let run = failmode_in(
+        &support::workspace(),
+        &[
+            "run",
+            &fixture_path("oracle-drops.toml").to_string_lossy(),
+            "--no-build",
+            "--out",
+            &folder.to_string_lossy(),
+        ],
+    );
+    assert!(run.status.success(), "{run:?}");
+    let r = RunResult::read(&folder).unwrap();
+    let fault = tenant_in(&r, "oracle-slow-second", "fault", "all");
+    // In the slow second eight of acme's requests and one of globex's would be in flight at
+    // once; four may be: the rest are dropped, and answered nothing.
+    assert!(fault.counts.dropped > 0, "{fault:?}");
+    assert_eq!(r.load.dropped, fault.counts.dropped);
+    assert_eq!(r.load.dropped_by_cause.in_flight_bound, r.load.dropped);
+    // Without the rule the phase's p99 would be the 400 ms of what was answered.
+    let p99 = fault.latency_us.unwrap().p99;
+    assert!(
+        p99 >= 1_000_000,
+        "p99 {p99} µs: drops count as the 1 s timeout"
+    );
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("oracle-slow-second") && n.contains("fault")),
+        "a note names the cells with drops: {:?}",
+        r.notes
+    );
+    // A measurement with drops is not a verdict: gate says so and exits 3.
+    let gated = failmode_in(&support::workspace(), &["gate", &folder.to_string_lossy()]);
+    let said = String::from_utf8_lossy(&gated.stdout);
+    assert_eq!(gated.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("untrusted: the load generator dropped"),
+        "{said}"
+    );
 }
