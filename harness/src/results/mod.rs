@@ -580,6 +580,68 @@ mod tests {
     }
 
     #[test]
+    fn store_amplification_is_per_request_offered_and_per_attempt_beside_it() {
+        use crate::load::{Outcome, Sample};
+        use crate::metrics::{Collector, Shape};
+        use std::time::Duration;
+
+        let scenario = Scenario::parse(
+            include_str!("../../tests/fixtures/oracle-drops.toml"),
+            "oracle-drops.toml",
+        )
+        .unwrap();
+        let collector = Collector::new(Shape {
+            targets: 1,
+            tenants: scenario.tenants.len(),
+            phases: scenario.phases.iter().map(|p| (p.start, p.end)).collect(),
+            duration: scenario.duration,
+            longest_request: scenario.request_timeout,
+            request_timeout: scenario.request_timeout,
+        });
+        // A retry storm in the fault: 100 requests offered, each sent 3 times.
+        for i in 0..100u64 {
+            crate::load::Recorder::record(
+                &collector,
+                &Sample {
+                    target: 0,
+                    tenant: 0,
+                    instance: 0,
+                    scheduled: Duration::from_millis(2_000 + i * 10),
+                    send_lag: Duration::ZERO,
+                    latency: Duration::from_millis(1),
+                    service_time: Duration::from_millis(1),
+                    outcome: Outcome::ServerError,
+                    attempts: 3,
+                },
+            );
+        }
+        let mut phases = vec![PhaseFacts::default(); scenario.phases.len()];
+        phases[1].store_commands = Some(900);
+        let facts = [TargetFacts {
+            name: "t".into(),
+            description: String::new(),
+            instances: 1,
+            command: Vec::new(),
+            env: BTreeMap::new(),
+            refuses_with: 429,
+            events: Vec::new(),
+            phases,
+        }];
+        let targets = build_targets(&scenario, &collector.snapshot(), &facts, scenario.duration);
+        let fault = &targets[0].phases[1];
+        assert_eq!(
+            fault.store_amplification,
+            Some(9.0),
+            "900 commands / 100 offered"
+        );
+        assert_eq!(
+            fault.store_amplification_per_attempt,
+            Some(3.0),
+            "900 commands / 300 attempts"
+        );
+    }
+
+    #[test]
     fn a_run_whose_generator_dropped_requests_or_fell_behind_is_untrusted() {
         let mut run = fixture::run("t", vec![target("a", Counts::default())]);
         run.load.scheduled = 10_000;
