@@ -208,12 +208,15 @@ impl Rule {
     }
 }
 
-/// The certainty of a row a side did not measure; `None` when both did.
-fn unmeasured(baseline: Option<f64>, candidate: Option<f64>) -> Option<Certainty> {
-    match (baseline, candidate) {
-        (Some(_), Some(_)) => None,
-        (None, None) => Some(Certainty::NeitherMeasured),
-        _ => Some(Certainty::NotMeasured),
+/// `judge` on the two sides' values when both measured them; otherwise no verdict, and why.
+fn decide(
+    values: (Option<f64>, Option<f64>),
+    judge: impl FnOnce(f64, f64) -> (Verdict, Certainty),
+) -> (Verdict, Certainty) {
+    match values {
+        (Some(baseline), Some(candidate)) => judge(baseline, candidate),
+        (None, None) => (Verdict::Same, Certainty::NeitherMeasured),
+        _ => (Verdict::Same, Certainty::NotMeasured),
     }
 }
 
@@ -267,13 +270,12 @@ fn latency_rows(base: &[PhaseRun], cand: &[PhaseRun], opts: &CompareOptions) -> 
                 b_alone.as_ref().map(|v| v[k]),
                 c_alone.as_ref().map(|v| v[k]),
             );
-            let decided = match &ci {
-                Some(ci) => latency_verdict(ci, opts),
-                None => (
-                    Verdict::Same,
-                    unmeasured(values.0, values.1).unwrap_or(Certainty::Inconclusive),
-                ),
-            };
+            // Both sides measured but no interval: only a baseline percentile of 0 µs.
+            let decided = decide(values, |_, _| {
+                ci.map_or((Verdict::Same, Certainty::Inconclusive), |ci| {
+                    latency_verdict(&ci, opts)
+                })
+            });
             let evidence = Evidence::Latency {
                 ci: ci.map(LatencyCi::from),
                 baseline_seconds: count(&b),
@@ -321,13 +323,7 @@ fn mean_row(metric: Metric, rule: Rule, base: &[PhaseRun], cand: &[PhaseRun]) ->
     };
     let (b, c) = (runs(base), runs(cand));
     let values = (mean(&b), mean(&c));
-    let decided = match values {
-        (Some(mb), Some(mc)) => (rule.verdict(mb, mc), Certainty::Clear),
-        _ => (
-            Verdict::Same,
-            unmeasured(values.0, values.1).unwrap_or(Certainty::NotMeasured),
-        ),
-    };
+    let decided = decide(values, |b, c| (rule.verdict(b, c), Certainty::Clear));
     let evidence = Evidence::Runs {
         baseline_runs: b,
         candidate_runs: c,
@@ -365,13 +361,9 @@ fn recovery_row(base: &[PhaseRun], cand: &[PhaseRun], opts: &CompareOptions) -> 
     };
     let values = (median(&b), median(&c));
     let threshold_s = opts.recovery_threshold_s;
-    let decided = match values {
-        (Some(mb), Some(mc)) => (recovery_verdict(mb, mc, threshold_s), Certainty::Clear),
-        _ => (
-            Verdict::Same,
-            unmeasured(values.0, values.1).unwrap_or(Certainty::NotMeasured),
-        ),
-    };
+    let decided = decide(values, |b, c| {
+        (recovery_verdict(b, c, threshold_s), Certainty::Clear)
+    });
     let evidence = Evidence::Recovery {
         baseline_runs: b,
         candidate_runs: c,
