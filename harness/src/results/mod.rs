@@ -582,7 +582,7 @@ mod tests {
     #[test]
     fn store_amplification_is_per_request_offered_and_per_attempt_beside_it() {
         use crate::load::{Outcome, Sample};
-        use crate::metrics::{Collector, Shape};
+        use crate::metrics::Collector;
         use std::time::Duration;
 
         let scenario = Scenario::parse(
@@ -590,14 +590,7 @@ mod tests {
             "oracle-drops.toml",
         )
         .unwrap();
-        let collector = Collector::new(Shape {
-            targets: 1,
-            tenants: scenario.tenants.len(),
-            phases: scenario.phases.iter().map(|p| (p.start, p.end)).collect(),
-            duration: scenario.duration,
-            longest_request: scenario.request_timeout,
-            request_timeout: scenario.request_timeout,
-        });
+        let collector = Collector::new(scenario.measurement_shape(1));
         // A retry storm in the fault: 100 requests offered, each sent 3 times.
         for i in 0..100u64 {
             crate::load::Recorder::record(

@@ -84,14 +84,7 @@ end = "20s"
     }
 
     fn shape(s: &Scenario) -> Shape {
-        Shape {
-            targets: 1,
-            tenants: s.tenants.len(),
-            phases: s.phases.iter().map(|p| (p.start, p.end)).collect(),
-            duration: s.duration,
-            longest_request: s.request_timeout,
-            request_timeout: s.request_timeout,
-        }
+        s.measurement_shape(1)
     }
 
     fn facts(s: &Scenario) -> Vec<TargetFacts> {

@@ -19,7 +19,7 @@ use crate::faults::toxiproxy::ToxiproxyError;
 use crate::infra::process::{Exit, describe_status, exit_of, last_lines};
 use crate::infra::{Infra, InfraError, locate};
 use crate::load::{self, LoadPlan, TargetPlan};
-use crate::metrics::{Collector, Shape};
+use crate::metrics::Collector;
 use crate::results::folder::RunFolder;
 use crate::results::{
     self, Event, LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts, Worker,
@@ -356,19 +356,9 @@ pub async fn run(
         max_in_flight_per_target: in_flight_bound(&scenario, opts.worker),
         share: opts.worker.map_or(load::Share::WHOLE, |w| w.share),
     };
-    let collector = Arc::new(Collector::new(Shape {
-        targets: plan.targets.len(),
-        tenants: plan.tenants.len(),
-        phases: scenario.phases.iter().map(|p| (p.start, p.end)).collect(),
-        duration: scenario.duration,
-        longest_request: scenario
-            .tenants
-            .iter()
-            .map(|t| t.client.longest(scenario.request_timeout))
-            .max()
-            .unwrap_or(scenario.request_timeout),
-        request_timeout: scenario.request_timeout,
-    }));
+    let collector = Arc::new(Collector::new(
+        scenario.measurement_shape(plan.targets.len()),
+    ));
     let names: Vec<String> = plan.targets.iter().map(|t| t.name.clone()).collect();
     let events: Mutex<Vec<Vec<Event>>> = Mutex::new(vec![Vec::new(); names.len()]);
     let http = reqwest::Client::builder()
