@@ -49,8 +49,8 @@ impl From<Result<Recovery, String>> for RunRecovery {
                 RunRecovery::Recovered { after_s, relapses }
             }
             Ok(Recovery::Never) => RunRecovery::Never,
-            Ok(Recovery::NotMeasured { seconds, needed }) => RunRecovery::NotMeasured {
-                why: format!("{seconds} s to judge, {needed} s in band needed"),
+            Ok(r @ Recovery::NotMeasured { .. }) => RunRecovery::NotMeasured {
+                why: r.to_string(),
             },
             Err(why) => RunRecovery::NotMeasured { why },
         }

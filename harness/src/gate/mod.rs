@@ -160,6 +160,9 @@ pub enum Actual {
     /// The run did not measure it, and why: it fails whatever the bound, never passing on
     /// nothing.
     NotMeasured(String),
+    /// Not measured, but known to be at least `value` (a recovery the run's end cut short):
+    /// it satisfies a `min` it reaches, and fails every `max`.
+    AtLeast { value: f64, why: String },
 }
 
 impl Actual {
@@ -168,6 +171,7 @@ impl Actual {
             Self::Value(v) => bound.admits(*v),
             Self::Unbounded => matches!(bound, Bound::Min(_)),
             Self::NotMeasured(_) => false,
+            Self::AtLeast { value, .. } => matches!(bound, Bound::Min(min) if *value >= min),
         }
     }
 
@@ -189,6 +193,10 @@ impl From<Recovery> for Actual {
         match r {
             Recovery::Recovered { after_s, .. } => Self::Value(after_s),
             Recovery::Never => Self::Unbounded,
+            Recovery::NotMeasured { at_least_s, .. } if at_least_s > 0.0 => Self::AtLeast {
+                value: at_least_s,
+                why: r.to_string(),
+            },
             Recovery::NotMeasured { .. } => Self::NotMeasured(r.to_string()),
         }
     }
@@ -339,7 +347,9 @@ impl Check {
         match &self.actual {
             Actual::Value(v) => self.metric.format(*v),
             Actual::Unbounded => "never".into(),
-            Actual::NotMeasured(why) => format!("not measured: {why}"),
+            Actual::NotMeasured(why) | Actual::AtLeast { why, .. } => {
+                format!("not measured: {why}")
+            }
         }
     }
 
