@@ -27,8 +27,18 @@ pub(crate) fn fixture_path(name: &str) -> PathBuf {
 
 /// Runs the `failmode` binary built for the tests in `dir`, to its end.
 pub(crate) fn failmode_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    failmode_with_env(dir, &[], args)
+}
+
+/// [`failmode_in`] with variables added to its environment (its children inherit them).
+pub(crate) fn failmode_with_env(
+    dir: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_failmode"))
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .output()
         .unwrap()
