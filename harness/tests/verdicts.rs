@@ -406,7 +406,7 @@ fn run_compare_side(folder: &std::path::Path, script: &str) {
 
 #[test]
 fn compare_finds_a_tail_in_three_seconds_of_ten_and_a_slower_recovery_and_nothing_between_equal_runs()
-{
+ {
     let _alone = one_run_at_a_time();
     let out = tempfile::tempdir().unwrap();
     let (base, again, cand) = (
@@ -462,8 +462,16 @@ fn compare_finds_a_tail_in_three_seconds_of_ten_and_a_slower_recovery_and_nothin
         (Verdict::Worse, Certainty::Clear),
         "the phase's p99 is the 400 ms of three seconds in ten"
     );
-    assert_eq!(row("fault", Metric::P50).0, Verdict::Same, "most answers are fast");
-    assert_eq!(row("fault", Metric::Recovery).0, Verdict::Worse, "0 s → 2 s");
+    assert_eq!(
+        row("fault", Metric::P50).0,
+        Verdict::Same,
+        "most answers are fast"
+    );
+    assert_eq!(
+        row("fault", Metric::Recovery).0,
+        Verdict::Worse,
+        "0 s → 2 s"
+    );
     assert_eq!(row("recovery", Metric::Errors5xx).0, Verdict::Worse);
     for metric in [Metric::P50, Metric::P99, Metric::Errors5xx] {
         assert_eq!(row("steady", metric).0, Verdict::Same, "{metric:?}");

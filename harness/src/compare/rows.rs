@@ -49,9 +49,7 @@ impl From<Result<Recovery, String>> for RunRecovery {
                 RunRecovery::Recovered { after_s, relapses }
             }
             Ok(Recovery::Never) => RunRecovery::Never,
-            Ok(r @ Recovery::NotMeasured { .. }) => RunRecovery::NotMeasured {
-                why: r.to_string(),
-            },
+            Ok(r @ Recovery::NotMeasured { .. }) => RunRecovery::NotMeasured { why: r.to_string() },
             Err(why) => RunRecovery::NotMeasured { why },
         }
     }

@@ -162,7 +162,10 @@ pub enum Actual {
     NotMeasured(String),
     /// Not measured, but known to be at least `value` (a recovery the run's end cut short):
     /// it satisfies a `min` it reaches, and fails every `max`.
-    AtLeast { value: f64, why: String },
+    AtLeast {
+        value: f64,
+        why: String,
+    },
 }
 
 impl Actual {

@@ -191,10 +191,10 @@ pub fn recovery(
         .iter()
         .rposition(|s| !band.holds(s))
         .map_or(0, |i| i + 1);
-    let at_least_s = later.get(last_stretch).map_or_else(
-        || later.last().map_or(0.0, |s| s.at_s + 1.0),
-        |s| s.at_s,
-    ) - fault_end_s;
+    let at_least_s = later
+        .get(last_stretch)
+        .map_or_else(|| later.last().map_or(0.0, |s| s.at_s + 1.0), |s| s.at_s)
+        - fault_end_s;
     let not_measured = Recovery::NotMeasured {
         seconds: later.len(),
         needed,

@@ -460,8 +460,14 @@ fn a_recovery_the_runs_end_cut_short_satisfies_a_minimum_it_reached_and_fails_ev
         at_least_s: 6.0,
     });
     assert!(cut_short.passes(Bound::Min(1.0)), "known to be ≥ 6 s");
-    assert!(!cut_short.passes(Bound::Min(7.0)), "6 s proves nothing of 7");
-    assert!(!cut_short.passes(Bound::Max(10.0)), "not measured fails a max");
+    assert!(
+        !cut_short.passes(Bound::Min(7.0)),
+        "6 s proves nothing of 7"
+    );
+    assert!(
+        !cut_short.passes(Bound::Max(10.0)),
+        "not measured fails a max"
+    );
     assert_eq!(cut_short.value(), None);
     let nothing = Actual::from(Recovery::NotMeasured {
         seconds: 2,

@@ -56,30 +56,7 @@ mod tests {
     use crate::results::{TargetFacts, build_targets};
 
     fn scenario() -> Scenario {
-        let text = r#"
-name = "accounting"
-[policy]
-limit = 50
-window = "1s"
-[load]
-request_timeout = "2s"
-[[tenants]]
-name = "acme"
-rate = 120
-[[tenants]]
-name = "globex"
-rate = 20
-[[targets]]
-name = "reference"
-[[phases]]
-name = "steady"
-start = "0s"
-end = "10s"
-[[phases]]
-name = "fault"
-start = "10s"
-end = "20s"
-"#;
+        let text = include_str!("../../tests/fixtures/two-phases.toml");
         Scenario::parse(text, "accounting.toml").unwrap()
     }
 
