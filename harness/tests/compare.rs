@@ -791,7 +791,7 @@ fn an_untrusted_side_exits_3_and_says_why() {
 }
 
 #[test]
-fn what_one_side_ran_alone_is_listed_not_dropped() {
+fn what_one_side_ran_alone_is_listed_not_dropped_and_what_the_candidate_lacks_fails() {
     let baseline = set(&[("reference", STEADY), ("fail-open", STEADY)], 2, 27);
     let mut candidate = set(&[("reference", STEADY), ("local-only", STEADY)], 2, 28);
     // The candidate's runs were cut before the recovery phase.
@@ -831,6 +831,18 @@ fn what_one_side_ran_alone_is_listed_not_dropped() {
         "{table}"
     );
     assert!(table.contains("candidate run 1 was interrupted"), "{table}");
+    // Nothing was measured of what the baseline ran alone: it fails, never passes on nothing.
+    assert_eq!(c.missing_from_candidate(), 2);
+    assert_eq!(c.exit_code(), 1);
+    // A target only the candidate ran is new, not missing.
+    let grown = set(&[("reference", STEADY), ("fail-open", STEADY)], 2, 28);
+    let c = compare(
+        &set(&[("reference", STEADY)], 2, 27),
+        &grown,
+        &CompareOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((c.missing_from_candidate(), c.exit_code()), (0, 0));
 }
 
 #[test]

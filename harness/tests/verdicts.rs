@@ -184,10 +184,20 @@ fn every_figure_and_gate_verdict_of_a_run_against_scripted_targets_is_the_one_co
             ),
             "{at}: offered, admitted, 429, 500, transport"
         );
-        let allowance = got.allowance;
+        // limit ÷ window × length; a limiter right in every window may fill the ⌈length⌉ + 1
+        // windows the phase touches.
+        let length_s = r.targets[0]
+            .phases
+            .iter()
+            .find(|p| &p.name == phase)
+            .map(|p| p.end_s - p.start_s)
+            .unwrap();
+        let allowance = scenario.limit * length_s;
+        assert_eq!(got.allowance, allowance, "{at}");
+        let most = scenario.limit * (length_s.ceil() + 1.0);
         let entitled = (want.offered as f64).min(allowance);
         let over = (want.admitted as f64 - allowance).max(0.0) / allowance;
-        let beyond = (want.admitted as f64 - allowance - scenario.limit).max(0.0) / allowance;
+        let beyond = (want.admitted as f64 - most).max(0.0) / allowance;
         let denial = (entitled - want.admitted as f64).max(0.0) / entitled;
         assert!(
             (got.over_admission.unwrap() - over).abs() < 1e-12,

@@ -408,12 +408,25 @@ impl Comparison {
         self.rows.iter().filter(|r| r.fails_unmeasured()).count()
     }
 
-    /// 3: a side cannot be trusted; 1: a judged row is worse or not measured on one side;
-    /// 0: neither. A verdict, not an error (those are exit 2).
+    /// Targets and phases the baseline ran and the candidate did not (a candidate cut short,
+    /// a target lost): nothing of them was measured, so they fail like a row not measured.
+    pub fn missing_from_candidate(&self) -> usize {
+        self.one_sided
+            .iter()
+            .filter(|o| o.side == Side::Baseline)
+            .count()
+    }
+
+    /// 3: a side cannot be trusted; 1: a judged row is worse or not measured on one side, or
+    /// the candidate lacks what the baseline ran; 0: neither. A verdict, not an error (those
+    /// are exit 2).
     pub fn exit_code(&self) -> u8 {
         if !self.untrusted.is_empty() {
             3
-        } else if self.verdict() == Verdict::Worse || self.not_measured() > 0 {
+        } else if self.verdict() == Verdict::Worse
+            || self.not_measured() > 0
+            || self.missing_from_candidate() > 0
+        {
             1
         } else {
             0

@@ -269,7 +269,9 @@ fn one_sided_lines(c: &Comparison) -> Vec<String> {
         .iter()
         .map(|o| {
             let side = match o.side {
-                Side::Baseline => "only in the baseline",
+                Side::Baseline => {
+                    "only in the baseline: not measured in the candidate, a failed check"
+                }
                 Side::Candidate => "only in the candidate",
             };
             match &o.phase {

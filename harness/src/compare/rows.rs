@@ -309,9 +309,10 @@ fn latency_verdict(ci: &RatioCi, opts: &CompareOptions) -> (Verdict, Certainty) 
     (Verdict::Same, certainty)
 }
 
-/// The mean over the runs that measured it; `None` when none did.
+/// The mean over the runs; `None` when any run did not measure it: a repeat that measured
+/// nothing must not let the others speak for it.
 fn mean(runs: &[Option<f64>]) -> Option<f64> {
-    let measured: Vec<f64> = runs.iter().flatten().copied().collect();
+    let measured: Vec<f64> = runs.iter().copied().collect::<Option<_>>()?;
     (!measured.is_empty()).then(|| measured.iter().sum::<f64>() / measured.len() as f64)
 }
 
@@ -353,8 +354,12 @@ fn recovery_row(base: &[PhaseRun], cand: &[PhaseRun], opts: &CompareOptions) -> 
             .collect()
     };
     let (b, c) = (runs(base), runs(cand));
+    // Every run must have been judged: one not measured makes the side not measured.
     let median = |runs: &[RunRecovery]| {
-        let mut seconds: Vec<f64> = runs.iter().filter_map(RunRecovery::seconds).collect();
+        let mut seconds: Vec<f64> = runs
+            .iter()
+            .map(RunRecovery::seconds)
+            .collect::<Option<_>>()?;
         stats::median(&mut seconds)
     };
     let values = (median(&b), median(&c));

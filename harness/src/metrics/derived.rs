@@ -5,9 +5,11 @@
 //!   the tenant's client let itself send: its own adaptive throttling is not the limiter's)
 //! - over-admission = max(0, admitted − allowance) / allowance
 //! - wrongful denial = max(0, entitled − admitted) / entitled
-//! - over-admission beyond one window = max(0, admitted − allowance − limit) / allowance: a
-//!   correct limiter's windows do not line up with a phase's bounds, so it may admit one
-//!   window's limit more than the allowance in a phase; this stays 0 for it at any length
+//! - over-admission beyond the window slack = max(0, admitted − allowance − slack) / allowance,
+//!   slack = limit × (⌈length ÷ window⌉ + 1) − allowance: a phase touches at most
+//!   ⌈length ÷ window⌉ + 1 fixed windows, which a limiter right in every window may each fill,
+//!   so this stays 0 for a correct fixed or sliding window at any phase length (the slack is
+//!   one window's limit for a phase of whole windows)
 
 /// limit ÷ window × length, in requests.
 pub fn allowance(limit: f64, window_s: f64, length_s: f64) -> f64 {
@@ -26,7 +28,15 @@ pub fn over_admission(admitted: u64, allowance: f64) -> f64 {
     (admitted as f64 - allowance).max(0.0) / allowance
 }
 
-/// The share of the allowance admitted beyond it and `slack` (one window's limit) on top.
+/// What a limiter right in every window may admit beyond the allowance in a phase of
+/// `length_s`: it touches at most ⌈length ÷ window⌉ + 1 fixed windows, each filled.
+pub fn window_slack(limit: f64, window_s: f64, length_s: f64) -> f64 {
+    // A hair under a whole number of windows counts as that number, not one more.
+    let windows = (length_s / window_s - 1e-9).ceil().max(0.0) + 1.0;
+    limit * windows - allowance(limit, window_s, length_s)
+}
+
+/// The share of the allowance admitted beyond it and `slack` ([`window_slack`]) on top.
 pub fn over_admission_beyond(admitted: u64, allowance: f64, slack: f64) -> f64 {
     if allowance <= 0.0 {
         return 0.0;
@@ -78,6 +88,21 @@ mod tests {
         // Fail-open at 3 × the limit: 45 admitted, 20 beyond allowance and slack.
         assert!((over_admission_beyond(45, a, 10.0) - 20.0 / 15.0).abs() < 1e-12);
         assert_eq!(over_admission_beyond(5, 0.0, 10.0), 0.0);
+    }
+
+    #[test]
+    fn the_slack_is_one_windows_limit_for_whole_windows_and_more_for_a_part_window() {
+        assert_eq!(window_slack(50.0, 1.0, 30.0), 50.0);
+        assert_eq!(window_slack(10.0, 1.0, 2.0), 10.0);
+        // 1.5 s touches three 1 s windows: a fixed window right in each admits 30 of an
+        // allowance of 15.
+        assert_eq!(window_slack(10.0, 1.0, 1.5), 15.0);
+        assert_eq!(
+            over_admission_beyond(30, 15.0, window_slack(10.0, 1.0, 1.5)),
+            0.0
+        );
+        // A phase shorter than its window touches two.
+        assert_eq!(window_slack(10.0, 2.0, 0.5), 17.5);
     }
 
     #[test]

@@ -53,7 +53,8 @@ pub fn tenant_with(
     length_s: f64,
     latency_us: Option<u64>,
 ) -> TenantResult {
-    let mut t = tenant_of(name, &counts, LIMIT * length_s, LIMIT, length_s);
+    let slack = crate::metrics::derived::window_slack(LIMIT, 1.0, length_s);
+    let mut t = tenant_of(name, &counts, LIMIT * length_s, slack, length_s);
     t.latency_us = latency_us.filter(|_| t.measured()).map(flat_latency);
     t.service_time_us = t.latency_us;
     t
@@ -67,7 +68,9 @@ pub fn phase(
     faults: &[&str],
     tenants: Vec<TenantResult>,
 ) -> PhaseResult {
-    let mut all = all_tenants_of(&tenants, LIMIT, end_s - start_s);
+    let length_s = end_s - start_s;
+    let slack = crate::metrics::derived::window_slack(LIMIT, 1.0, length_s);
+    let mut all = all_tenants_of(&tenants, slack, length_s);
     all.latency_us = tenants
         .iter()
         .filter_map(|t| t.latency_us)

@@ -20,7 +20,7 @@ use crate::scenario::Scenario;
 
 /// Bumped on any change a reader of `run.json` would notice. 2: a figure that was not
 /// measured is `null` (a cell nothing reached the target in); store amplification per request
-/// offered beside per attempt; over-admission beyond one window's slack.
+/// offered beside per attempt; over-admission beyond the window slack.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// Latency percentiles, µs.
@@ -63,11 +63,11 @@ pub struct TenantResult {
     pub entitled: f64,
     /// max(0, admitted − allowance) ÷ allowance (for `"all"`: total excess ÷ total allowance).
     pub over_admission: Option<f64>,
-    /// max(0, admitted − allowance − one window's limit) ÷ allowance: what is left of the
-    /// over-admission once the slack a correct limiter may take is allowed. Windows do not line
-    /// up with phase boundaries, so a perfect sliding or fixed window admits up to one window's
-    /// limit more than limit ÷ window × length in any interval; this figure stays 0 for it
-    /// whatever the phase's length (for `"all"`: summed over tenants).
+    /// max(0, admitted − allowance − slack) ÷ allowance, the slack being what a limiter right in
+    /// every window may admit beyond the allowance ([`derived::window_slack`]: one window's
+    /// limit for a phase of whole windows): windows do not line up with phase bounds, and this
+    /// figure stays 0 for a correct limiter whatever the phase's length (for `"all"`: summed
+    /// over tenants).
     #[serde(default)]
     pub over_admission_beyond_window: Option<f64>,
     /// max(0, entitled − admitted) ÷ entitled (for `"all"`: total shortfall ÷ total
@@ -382,7 +382,11 @@ pub fn build_targets(
                     let length_s = length.as_secs_f64();
                     let allowed = Allowed {
                         allowance: scenario.allowance(length),
-                        slack: scenario.limit,
+                        slack: derived::window_slack(
+                            scenario.limit,
+                            scenario.window.as_secs_f64(),
+                            length_s,
+                        ),
                         length_s,
                     };
                     let cells: Vec<Cell> = measured.cells[t]
@@ -461,17 +465,27 @@ impl RunResult {
     }
 }
 
-/// A worker sends a share of every tenant's traffic while the limiter decides on all of it, so
-/// its share's admitted count says nothing against the allowance: its over-admission and
-/// wrongful denial are not measured (`null`) until `failmode merge` puts the shares together.
-pub fn withhold_for_worker(targets: &mut [TargetResult]) {
+/// A worker sends a share of every tenant's traffic while the limiter decides on all of it,
+/// and reads the Redis every worker loads: its share's admitted count says nothing against the
+/// allowance, nor its requests against the store's commands. Those figures are not measured
+/// (`null`) until `failmode merge` puts the shares together (the store's command count and the
+/// target's fallback counter stay: they are the whole target's, and merge reads them); returns
+/// the note that says so.
+pub fn withhold_for_worker(targets: &mut [TargetResult]) -> String {
     for phase in targets.iter_mut().flat_map(|t| &mut t.phases) {
+        phase.store_amplification = None;
+        phase.store_amplification_per_attempt = None;
         for tenant in phase.tenants.iter_mut().chain([&mut phase.all]) {
             tenant.over_admission = None;
             tenant.over_admission_beyond_window = None;
             tenant.wrongful_denial = None;
         }
     }
+    "one worker's share of the run: its over-admission, wrongful denial and store \
+     amplification are not measured (the limiter decided on, and the store counted, every \
+     worker's traffic); `failmode merge` the workers' folders for them, and gate or compare the \
+     merged folder"
+        .to_owned()
 }
 
 /// Above this share of errors before any fault, a target is broken with a healthy Redis, and

@@ -562,13 +562,7 @@ pub async fn run(
     notes.extend(accounting::dropped_in_cells(&scenario, &names, &measured));
     let mut targets = results::build_targets(&scenario, &measured, &facts, ran_for);
     if opts.worker.is_some() {
-        results::withhold_for_worker(&mut targets);
-        notes.push(
-            "one worker's share of the run: its over-admission and wrongful denial are not \
-             measured (the limiter decided on every worker's traffic); `failmode merge` the \
-             workers' folders for them, and gate or compare the merged folder"
-                .to_owned(),
-        );
+        notes.push(results::withhold_for_worker(&mut targets));
     }
     notes.extend(results::broken_before_any_fault(&targets));
     notes.extend(results::machine_saturated(&targets));
