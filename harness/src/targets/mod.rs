@@ -48,20 +48,22 @@ pub enum TargetError {
     },
 }
 
-/// Runs each distinct build command of `defs` once, from the workspace root.
+/// Runs each distinct build command of `defs` once, from the target's own directory (the root
+/// of the project or checkout its manifest was found in), else from `root`.
 pub async fn build(defs: &[TargetDef], root: &Path) -> Result<(), TargetError> {
-    let mut done: Vec<&Vec<String>> = Vec::new();
+    let mut done: Vec<(&Vec<String>, &Path)> = Vec::new();
     for def in defs {
         let Some(command) = &def.build else { continue };
-        if done.contains(&command) {
+        let dir = def.dir.as_deref().unwrap_or(root);
+        if done.contains(&(command, dir)) {
             continue;
         }
-        done.push(command);
+        done.push((command, dir));
         let text = command.join(" ");
         tracing::info!(target = %def.name, "building: {text}");
         let output = tokio::process::Command::new(&command[0])
             .args(&command[1..])
-            .current_dir(root)
+            .current_dir(dir)
             .output()
             .await
             .map_err(|e| TargetError::Build {
@@ -89,6 +91,7 @@ pub async fn build(defs: &[TargetDef], root: &Path) -> Result<(), TargetError> {
 /// What an instance is started with.
 #[derive(Debug, Clone)]
 pub struct Launch<'a> {
+    /// Where a target without a directory of its own ([`TargetDef::dir`]) starts.
     pub root: &'a Path,
     pub log_dir: &'a Path,
     pub redis_url: &'a str,
@@ -134,23 +137,17 @@ pub async fn start_instance(
             .iter()
             .map(|c| manifest::expand(c, &values))
             .collect();
+        let dir = def.dir.as_deref().unwrap_or(launch.root);
         let program = if command[0].contains('/') && Path::new(&command[0]).is_relative() {
-            launch.root.join(&command[0])
+            dir.join(&command[0])
         } else {
             PathBuf::from(&command[0])
         };
         let env: Vec<(String, String)> = def.env_for(&slot).into_iter().collect();
         let log = launch.log_dir.join(format!("{}-{index}.log", def.name));
         let name = format!("{} instance {index}", def.name);
-        let process = ChildProcess::spawn_in(
-            &name,
-            Some(launch.root),
-            &program,
-            &command[1..],
-            &env,
-            &log,
-        )
-        .map_err(infra)?;
+        let process = ChildProcess::spawn_in(&name, Some(dir), &program, &command[1..], &env, &log)
+            .map_err(infra)?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let mut instance = Instance {
             index,
