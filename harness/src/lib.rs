@@ -13,6 +13,7 @@ pub mod infra;
 pub mod load;
 pub mod metrics;
 pub mod outcomes;
+pub mod project;
 pub mod report;
 pub mod results;
 pub mod run;
