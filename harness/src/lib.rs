@@ -4,6 +4,7 @@
 //! targets, faults and load together; the CLI (`main.rs`) only parses and maps outcomes to exit
 //! codes.
 
+pub mod cli;
 pub mod compare;
 pub mod deployment;
 mod duration;

@@ -27,11 +27,22 @@ pub(crate) fn fixture_path(name: &str) -> PathBuf {
 
 /// Runs the `failmode` binary built for the tests in `dir`, to its end.
 pub(crate) fn failmode_in(dir: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_failmode"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
+    failmode_command(dir, args).output().unwrap()
+}
+
+/// The `failmode` binary built for the tests, to run in `dir` (set its environment first).
+pub(crate) fn failmode_command(dir: &Path, args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_failmode"));
+    command.args(args).current_dir(dir);
+    command
+}
+
+/// A command's stdout and stderr, as text.
+pub(crate) fn output_text(output: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 /// What is wrong with a results folder's `run.json` by `harness/schema/run.schema.json`.
