@@ -29,8 +29,8 @@ const PROBE_INTERVAL: Duration = Duration::from_millis(20);
 #[derive(Debug, thiserror::Error)]
 pub enum InfraError {
     #[error(
-        "{program} not found on PATH or in failmode's tools folders ($FAILMODE_TOOLS/bin, \
-         ~/.cache/failmode/bin, the checkout's .tools/bin); {hint}"
+        "{program} not found on PATH or in failmode's tools folders ($FAILMODE_TOOLS/bin, the \
+         checkout's .tools/bin, ~/.cache/failmode/bin or $XDG_CACHE_HOME/failmode/bin); {hint}"
     )]
     MissingBinary { program: String, hint: String },
 

@@ -22,8 +22,10 @@ pub enum TargetError {
         command: String,
         detail: String,
     },
-    #[error("target {target}: {source}")]
-    Infra { target: String, source: InfraError },
+    // Not a `source`: the message quotes it already, and the CLI prints an error's sources
+    // after it (the hint on how to get a missing program would be said twice).
+    #[error("target {target}: {error}")]
+    Infra { target: String, error: InfraError },
     #[error(
         "target {target} instance {index} did not become ready at http://{addr}{path} within {timeout:?}; see {log}:\n{tail}"
     )]
@@ -115,9 +117,9 @@ pub async fn start_instance(
     launch: &Launch<'_>,
     http: &reqwest::Client,
 ) -> Result<Instance, TargetError> {
-    let infra = |source| TargetError::Infra {
+    let infra = |error| TargetError::Infra {
         target: def.name.clone(),
-        source,
+        error,
     };
     let mut last = None;
     for _ in 0..PORT_ATTEMPTS {
