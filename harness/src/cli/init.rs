@@ -322,7 +322,8 @@ fn from_peer(name: &str, def: &TargetDef) -> String {
     };
     format!(
         r#"#
-# Started from failmode's `{peer}` manifest ({manifest}): {peer_description}.
+# Started from failmode's `{peer}` manifest, {manifest}:
+#   {peer_description}
 # Its settings are the ones failmode measures {peer} with. Its start command runs failmode's
 # own small server for that library, which exists only in failmode's checkout: replace it with
 # the command that starts your service, and adapt the settings below to its options.
@@ -352,7 +353,11 @@ caller_header = {caller_header}
 # Optional: Prometheus text read at every phase boundary, and a counter of fallbacks.
 {metrics}"#,
         peer = def.name,
-        manifest = def.manifest.display(),
+        manifest = def
+            .manifest
+            .strip_prefix("(built in)")
+            .unwrap_or(&def.manifest)
+            .display(),
         peer_description = def.description,
         description = quoted(&format!("{name}: my service, started from {}", def.name)),
         instances = def.default_instances,
@@ -417,8 +422,8 @@ max = 5
     format!(
         r#"# `{name}` beside failmode's reference limiter and fail-open, through a slow and then a cut
 # Redis. Run it from anywhere in this project:
-#   failmode run {name} --duration-scale 0.2   a quick look (about 20 s)
-#   failmode run {name} --gate                 the whole run (95 s), then the gates below
+#   failmode run {name} --duration-scale 0.2   a quick look (24 s)
+#   failmode run {name} --gate                 the whole run (2 min), then the gates below
 # Every key of this file: scenarios/README.md in failmode's repository;
 # `failmode scenario show NAME` prints a shipped scenario to start another from.
 name = "{name}"
@@ -472,21 +477,23 @@ start = "10s"
 end = "40s"
 faults = [{{ type = "latency", latency_ms = 40, jitter_ms = 10 }}]
 
+# 25 s after each fault: at --duration-scale 0.2 still the 5 s that `recovery_s` needs to see
+# 3 s in a row back in the steady band.
 [[phases]]
 name = "between"
 start = "40s"
-end = "50s"
+end = "65s"
 
 [[phases]]
 name = "cut"
-start = "50s"
-end = "80s"
+start = "65s"
+end = "95s"
 faults = [{{ type = "down" }}]
 
 [[phases]]
 name = "recovery"
-start = "80s"
-end = "95s"
+start = "95s"
+end = "120s"
 
 # Gates for CI: `failmode run {name} --gate`, or `failmode gate results/latest` after a run,
 # exit 1 when one fails (and write JUnit XML and a Markdown summary). They ask of {name} what the

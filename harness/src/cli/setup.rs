@@ -83,6 +83,13 @@ fn version_of(program: &Path) -> String {
 fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
     let line = std::iter::once(program)
         .chain(args.iter().copied())
+        .map(|a| {
+            if a.contains(' ') {
+                format!("\"{a}\"")
+            } else {
+                a.to_owned()
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ");
     say(&format!("running: {line}"));
