@@ -258,7 +258,7 @@ struct Tally {
 impl Recorder for Tally {
     fn record(&self, s: &Sample) {
         match s.outcome {
-            Outcome::Dropped => {
+            Outcome::Dropped(_) => {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 return;
             }

@@ -79,8 +79,9 @@ enum Command {
     /// Baselines for `compare`.
     #[command(subcommand)]
     Baseline(BaselineCommand),
-    /// Compare a candidate with a baseline, per target × phase, deciding latency on
-    /// per-second samples with a bootstrap interval: exit 0 nothing worse, 1 something worse.
+    /// Compare a candidate with a baseline, per target × phase, deciding latency on the phase's
+    /// percentiles with a bootstrap over its seconds: exit 0 nothing worse, 1 something worse
+    /// or not measured, 3 a side's measurement cannot be trusted.
     Compare(CompareArgs),
     /// Faults on an attached deployment.
     #[command(subcommand)]
@@ -174,7 +175,7 @@ struct CompareArgs {
     confidence: f64,
     #[arg(long, default_value_t = 2000)]
     resamples: usize,
-    /// 429 % and 5xx %: a change of at least this many percentage points.
+    /// 429 %, 503 %, 5xx % and transport errors %: a change of more than this many points.
     #[arg(long, default_value_t = 1.0)]
     rate_pp: f64,
     /// Over-admission and wrongful denial: at least this many percentage points.

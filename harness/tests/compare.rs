@@ -1,204 +1,228 @@
-//! `compare` and `baseline save` on synthetic result sets whose differences are known: a real
-//! shift is "worse" with a CI above the threshold, noise alone is "same", a faster candidate is
-//! "better", rates move by percentage points, both folder shapes and the baseline file load
-//! alike, and nothing present on one side only is dropped.
+//! `compare` and `baseline save` on synthetic runs whose differences are known. Every run is
+//! made up request by request (a fate and a latency for each request the scenario
+//! `tests/fixtures/compare-slow-redis.toml` schedules), recorded by the harness's own collector
+//! and written by its own results-folder writer: compare reads `run.json`, `series.csv` and
+//! `seconds.hlog` as a run leaves them. A real shift is "worse" with a CI above the threshold,
+//! a slow tail in a minority of seconds too, noise alone is "same", a faster candidate is
+//! "better", shares move by percentage points, amplification and recovery by their own
+//! thresholds, a value one side did not measure fails, both folder shapes and the baseline
+//! file load alike, and nothing present on one side only is dropped.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
+use std::time::Duration;
 
-use failmode::compare::stats::{Bootstrap, ratio_of_medians};
+use failmode::compare::stats::{Bootstrap, ratio_of_percentiles};
 use failmode::compare::{
-    Certainty, CompareError, CompareOptions, Comparison, Evidence, Metric, PhaseSeconds, Repeat,
-    Row, RunSet, Side, Verdict, compare, load_set, render_markdown, render_table, save_baseline,
+    Certainty, CompareError, CompareOptions, Comparison, Evidence, Metric, Row, RunSet, Side,
+    Verdict, compare, load_set, render_markdown, render_table, save_baseline,
 };
-use failmode::metrics::Counts;
-use failmode::results::read::SERIES_HEADER;
-use failmode::results::{
-    LoadTotals, Percentiles, PhaseResult, RunResult, SCHEMA_VERSION, TargetResult, TenantResult,
-};
+use failmode::load::{Outcome, Recorder, Sample, Share, TransportError};
+use failmode::metrics::Collector;
+use failmode::results::folder::RunFolder;
+use failmode::results::hlog;
+use failmode::results::read::read_series;
+use failmode::results::{PhaseFacts, RunResult, TargetFacts, Worker, build_targets, fixture};
+use failmode::scenario::Scenario;
+use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 const SCENARIO: &str = "slow-redis";
-const PHASES: [(&str, u64, u64); 3] = [("steady", 0, 10), ("fault", 10, 40), ("recovery", 40, 55)];
 
-/// One phase's rates, as shares.
-#[derive(Clone, Copy)]
-struct Rates {
-    limited: f64,
-    errors: f64,
-    over_admission: f64,
-    wrongful_denial: f64,
+fn scenario() -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare-slow-redis.toml");
+    Scenario::load(&path).unwrap()
 }
 
-const RATES: Rates = Rates {
-    limited: 0.40,
-    errors: 0.0,
-    over_admission: 0.01,
-    wrongful_denial: 0.0,
-};
-
-/// Per-second p99 of one phase: `level_us` × (1 ± 20 %), and one second in fifteen three
-/// times slower (a pause): what a shared machine does to a steady target.
-fn noisy_seconds(level_us: f64, n: u64, rng: &mut ChaCha8Rng) -> Vec<u64> {
-    (0..n)
-        .map(|_| {
-            let spike = if rng.random_range(0..15) == 0 {
-                3.0
-            } else {
-                1.0
-            };
-            (level_us * spike * (1.0 + rng.random_range(-0.2..0.2))) as u64
-        })
-        .collect()
-}
-
-fn tenant(name: &str, offered: u64, rates: Rates, latency_us: Percentiles) -> TenantResult {
-    let share = |r: f64| (offered as f64 * r).round() as u64;
-    let counts = Counts {
-        offered,
-        admitted: offered - share(rates.limited) - share(rates.errors),
-        limited: share(rates.limited),
-        server_error: share(rates.errors),
-        ..Counts::default()
-    };
-    TenantResult {
-        name: name.to_owned(),
-        counts,
-        allowance: offered as f64 / 2.0,
-        entitled: offered as f64 / 2.0,
-        over_admission: Some(rates.over_admission),
-        over_admission_beyond_window: Some(0.0),
-        wrongful_denial: Some(rates.wrongful_denial),
-        admitted_per_s: counts.admitted as f64 / 10.0,
-        latency_us: Some(latency_us),
-        service_time_us: Some(latency_us),
-    }
-}
-
-/// A phase whose summary agrees with its seconds: p99 their median, p99.9 their maximum.
-fn phase(
-    name: &str,
-    start: u64,
-    end: u64,
-    p99s: &[u64],
-    rates: Rates,
-) -> (PhaseResult, PhaseSeconds) {
-    let mut sorted = p99s.to_vec();
-    sorted.sort_unstable();
-    let p99 = sorted[sorted.len() / 2];
-    let latency = Percentiles {
-        p50: p99 / 4,
-        p90: p99 / 2,
-        p99,
-        p999: *sorted.last().unwrap(),
-        max: *sorted.last().unwrap(),
-    };
-    let offered = 145 * (end - start);
-    let all = tenant("all", offered, rates, latency);
-    let result = PhaseResult {
-        name: name.to_owned(),
-        start_s: start as f64,
-        end_s: end as f64,
-        faults: Vec::new(),
-        faults_applied_at_s: None,
-        faults_removed_at_s: None,
-        fallbacks: None,
-        store_commands: None,
-        store_amplification: None,
-        store_amplification_per_attempt: None,
-        client_amplification: None,
-        tenants: vec![tenant("acme", offered, rates, latency)],
-        all,
-    };
-    let seconds = PhaseSeconds {
-        target: String::new(),
-        phase: name.to_owned(),
-        p50_us: p99s.iter().map(|v| v / 4).collect(),
-        p99_us: p99s.to_vec(),
-        max_us: p99s.iter().map(|v| v + v / 5).collect(),
-    };
-    (result, seconds)
-}
-
-/// How one target behaves in a synthetic run: its p99 level during the fault (the other
-/// phases sit at 1 ms) and its rates during the fault.
+/// How one synthetic target answers. Latency levels are each second's: a second's requests
+/// take 40–100 % of it, and the level itself wanders ±20 % from second to second.
 #[derive(Clone, Copy)]
 struct Behaviour {
-    fault_level_us: f64,
-    fault_rates: Rates,
+    /// Steady and recovery phases, µs.
+    calm_us: f64,
+    /// The fault phase, µs.
+    fault_us: f64,
+    /// The last seconds of the fault phase, in which 2xx answers take 1.5–2 s.
+    slow_fault_s: u64,
+    /// The first seconds of the recovery phase still at the fault's level.
+    slow_recovery_s: u64,
+    /// In the fault phase, shares of the requests within the limit answered 503, answered
+    /// 500, or refused at connect.
+    fault_503: f64,
+    fault_500: f64,
+    fault_refused: f64,
+    /// In the fault phase, attempts per request (retrying clients).
+    fault_attempts: u32,
+    /// In the fault phase, Redis commands per request offered (1 elsewhere).
+    fault_store: f64,
+    /// In the fault phase, every request is refused by the client itself: nothing reaches
+    /// the target.
+    fault_unreached: bool,
 }
 
 const STEADY: Behaviour = Behaviour {
-    fault_level_us: 20_000.0,
-    fault_rates: RATES,
+    calm_us: 1_000.0,
+    fault_us: 20_000.0,
+    slow_fault_s: 0,
+    slow_recovery_s: 0,
+    fault_503: 0.0,
+    fault_500: 0.0,
+    fault_refused: 0.0,
+    fault_attempts: 1,
+    fault_store: 1.0,
+    fault_unreached: false,
 };
 
-fn repeat(scenario: &str, targets: &[(&str, Behaviour)], seed: u64) -> Repeat {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut seconds = Vec::new();
-    let targets = targets
-        .iter()
-        .map(|&(target, b)| {
-            let phases = PHASES
-                .iter()
-                .map(|&(name, start, end)| {
-                    let (level, rates) = if name == "fault" {
-                        (b.fault_level_us, b.fault_rates)
-                    } else {
-                        (1_000.0, RATES)
-                    };
-                    let samples = noisy_seconds(level, end - start, &mut rng);
-                    let (result, mut s) = phase(name, start, end, &samples, rates);
-                    s.target = target.to_owned();
-                    seconds.push(s);
-                    result
-                })
-                .collect();
-            TargetResult {
-                name: target.to_owned(),
-                description: String::new(),
-                instances: 4,
-                command: Vec::new(),
-                env: Default::default(),
-                refuses_with: 429,
-                send_lag_us: None,
-                events: Vec::new(),
-                phases,
-            }
-        })
-        .collect();
-    let run = RunResult {
-        schema_version: SCHEMA_VERSION,
-        scenario: scenario.to_owned(),
-        description: String::new(),
-        seed,
-        duration_scale: 1.0,
-        git_revision: None,
-        started_at: "2026-11-30T08:29:40Z".to_owned(),
-        duration_s: 55.0,
-        partial: false,
-        limit: 50.0,
-        window_s: 1.0,
-        load: LoadTotals::default(),
-        notes: Vec::new(),
-        batches: Vec::new(),
-        worker: None,
-        targets,
-    };
-    Repeat { run, seconds }
+fn slower(factor: f64) -> Behaviour {
+    Behaviour {
+        fault_us: STEADY.fault_us * factor,
+        ..STEADY
+    }
 }
 
-/// `runs` repeats of the scenario, each with its own noise (seeds from `seed`).
-fn set(targets: &[(&str, Behaviour)], runs: u64, seed: u64) -> RunSet {
-    RunSet {
-        scenario: SCENARIO.to_owned(),
-        source: format!("synthetic {seed}"),
-        repeats: (0..runs)
-            .map(|r| repeat(SCENARIO, targets, seed * 100 + r))
-            .collect(),
+/// Where the `k`th request of a tenant in a phase falls in [0, 1): evenly spread whatever the
+/// tenant's rate (a low-discrepancy sequence), so that a share of a phase's requests is that
+/// share of every tenant's.
+fn spread(k: u64) -> f64 {
+    (k as f64 * 0.618_033_988_749_895).fract()
+}
+
+/// What became of request `i` of a tenant's `rate` in the `into`th second of a phase, and how
+/// long it took.
+fn fate(
+    b: &Behaviour,
+    (phase, into, slow): (&str, u64, bool),
+    (i, rate): (u64, u64),
+    level_us: f64,
+    rng: &mut ChaCha8Rng,
+) -> (Outcome, u32, f64) {
+    let fault = phase == "fault";
+    if fault && b.fault_unreached {
+        return (Outcome::Throttled, 0, 0.0);
     }
+    let attempts = if fault { b.fault_attempts } else { 1 };
+    let quick = level_us * rng.random_range(0.4..1.0);
+    // The limiter admits 50 a second; above that, 429.
+    let within = rate.min(fixture::LIMIT as u64);
+    if i >= within {
+        return (Outcome::Limited, attempts, quick);
+    }
+    let u = spread(into * rate + i);
+    let outcome = if !fault {
+        Outcome::Admitted
+    } else if u < b.fault_503 {
+        Outcome::Unavailable
+    } else if u < b.fault_503 + b.fault_500 {
+        Outcome::ServerError
+    } else if u < b.fault_503 + b.fault_500 + b.fault_refused {
+        Outcome::Transport(TransportError::Refused)
+    } else {
+        Outcome::Admitted
+    };
+    let latency = if slow && outcome == Outcome::Admitted {
+        rng.random_range(1_500_000.0..2_000_000.0)
+    } else {
+        quick
+    };
+    (outcome, attempts, latency)
+}
+
+/// One run of `targets`, recorded request by request and written to `dir` as a run writes
+/// its results folder.
+fn write_run(dir: &Path, targets: &[(&str, Behaviour)], seed: u64) {
+    let scenario = scenario();
+    let collector = Collector::new(scenario.measurement_shape(targets.len()));
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for (t, (_, b)) in targets.iter().enumerate() {
+        for second in 0..scenario.duration.as_secs() {
+            let at = Duration::from_secs(second);
+            let phase = &scenario.phases[scenario.phase_at(at).unwrap()];
+            let into = (at - phase.start).as_secs();
+            let left = (phase.end - at).as_secs();
+            let (level, slow) = match phase.name.as_str() {
+                "fault" => (b.fault_us, left <= b.slow_fault_s),
+                "recovery" if into < b.slow_recovery_s => (b.fault_us, false),
+                _ => (b.calm_us, false),
+            };
+            let level = level * rng.random_range(0.8..1.2);
+            for (n, tenant) in scenario.tenants.iter().enumerate() {
+                let rate = tenant.rate_per_s as u64;
+                for i in 0..rate {
+                    let (outcome, attempts, latency_us) =
+                        fate(b, (&phase.name, into, slow), (i, rate), level, &mut rng);
+                    let latency = Duration::from_micros(latency_us as u64);
+                    collector.record(&Sample {
+                        target: t,
+                        tenant: n,
+                        instance: 0,
+                        scheduled: at + Duration::from_secs_f64(i as f64 / rate as f64),
+                        send_lag: Duration::from_micros(100),
+                        latency,
+                        service_time: latency,
+                        outcome,
+                        attempts,
+                    });
+                }
+            }
+        }
+    }
+    let measured = collector.snapshot();
+    let offered_per_s: f64 = scenario.tenants.iter().map(|t| t.rate_per_s).sum();
+    let facts: Vec<TargetFacts> = targets
+        .iter()
+        .map(|(name, b)| TargetFacts {
+            name: (*name).to_owned(),
+            description: String::new(),
+            instances: 4,
+            command: Vec::new(),
+            env: Default::default(),
+            refuses_with: 429,
+            events: Vec::new(),
+            phases: scenario
+                .phases
+                .iter()
+                .map(|p| {
+                    let fault = !p.faults.is_empty();
+                    let per_request = if fault { b.fault_store } else { 1.0 };
+                    let offered = offered_per_s * p.length().as_secs_f64();
+                    PhaseFacts {
+                        faults_applied_at_s: fault.then_some(p.start.as_secs_f64()),
+                        faults_removed_at_s: fault.then_some(p.end.as_secs_f64()),
+                        fallbacks: None,
+                        store_commands: Some((offered * per_request) as u64),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let results = build_targets(&scenario, &measured, &facts, scenario.duration);
+    let mut run = fixture::run(&scenario.name, results);
+    run.seed = seed;
+    std::fs::create_dir_all(dir).unwrap();
+    let folder = RunFolder {
+        path: dir.to_owned(),
+    };
+    folder.write(&run, &scenario, &measured).unwrap();
+}
+
+/// Changes a results folder's `run.json`.
+fn edit_run(dir: &Path, edit: impl FnOnce(&mut RunResult)) {
+    let mut run = RunResult::read(dir).unwrap();
+    edit(&mut run);
+    let json = serde_json::to_string_pretty(&run).unwrap();
+    std::fs::write(dir.join("run.json"), json).unwrap();
+}
+
+/// `runs` runs written as a repeat folder (`run-1/` …, seeds from `seed`), read back.
+fn set(targets: &[(&str, Behaviour)], runs: u64, seed: u64) -> RunSet {
+    let tmp = tempfile::tempdir().unwrap();
+    for r in 0..runs {
+        let dir = tmp.path().join(format!("run-{}", r + 1));
+        write_run(&dir, targets, seed * 100 + r);
+    }
+    load_set(tmp.path()).unwrap()
 }
 
 fn row<'a>(c: &'a Comparison, target: &str, phase: &str, metric: Metric) -> &'a Row {
@@ -215,11 +239,9 @@ fn ci(r: &Row) -> (f64, f64) {
     }
 }
 
-fn slower(factor: f64) -> Behaviour {
-    Behaviour {
-        fault_level_us: STEADY.fault_level_us * factor,
-        ..STEADY
-    }
+fn verdict(c: &Comparison, target: &str, phase: &str, metric: Metric) -> (Verdict, Certainty) {
+    let r = row(c, target, phase, metric);
+    (r.verdict, r.certainty)
 }
 
 #[test]
@@ -248,17 +270,84 @@ fn a_known_shift_is_worse_with_a_ci_above_the_threshold() {
 
     let table = render_table(&c);
     assert!(
-        table.contains("95 % CI of the per-second p99 median ratio"),
+        table.contains("95 % CI of the phase's p99 ratio"),
         "{table}"
     );
     assert!(table.contains("verdict: worse"), "{table}");
 }
 
 #[test]
+fn a_slow_tail_in_a_minority_of_seconds_is_worse_on_p99() {
+    // The case: every second of the baseline's fault at 5 ms; the candidate's fault
+    // 22 seconds at 5 ms and 8 in which its 2xx answers take 1.5-2 s (a slow fallback).
+    let fast = Behaviour {
+        fault_us: 5_000.0,
+        ..STEADY
+    };
+    let tail = Behaviour {
+        slow_fault_s: 8,
+        ..fast
+    };
+    let baseline = set(&[("reference", fast)], 1, 3);
+    let candidate = set(&[("reference", tail)], 1, 4);
+    let c = compare(&baseline, &candidate, &CompareOptions::default()).unwrap();
+
+    let p99 = row(&c, "reference", "fault", Metric::P99);
+    assert_eq!(
+        (p99.verdict, p99.certainty),
+        (Verdict::Worse, Certainty::Clear),
+        "{p99:?}"
+    );
+    let (low, _) = ci(p99);
+    assert!(low > 1.1, "CI low {low}");
+    assert!(p99.candidate.unwrap() > 1_500_000.0, "{p99:?}");
+    assert_eq!(
+        verdict(&c, "reference", "fault", Metric::P999).0,
+        Verdict::Worse
+    );
+    assert_eq!(
+        verdict(&c, "reference", "fault", Metric::P50).0,
+        Verdict::Same
+    );
+    assert_eq!(c.exit_code(), 1);
+
+    // What the rule before saw: the median of the per-second p99s barely moved.
+    let tmp = tempfile::tempdir().unwrap();
+    write_run(tmp.path(), &[("reference", tail)], 4);
+    let mut p99s: Vec<u64> = read_series(tmp.path())
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.tenant == "all" && r.phase == "fault")
+        .map(|r| r.p99_us)
+        .collect();
+    p99s.sort_unstable();
+    assert!(p99s[p99s.len() / 2] < 6_000, "{p99s:?}");
+}
+
+#[test]
+fn two_identical_runs_are_the_same_on_every_row() {
+    let targets = [("reference", STEADY), ("fail-open", slower(0.05))];
+    let baseline = set(&targets, 1, 5);
+    let candidate = set(&targets, 1, 5);
+    let c = compare(&baseline, &candidate, &CompareOptions::default()).unwrap();
+    for r in &c.rows {
+        assert_eq!(r.verdict, Verdict::Same, "{r:?}");
+        assert_eq!(r.baseline, r.candidate, "{r:?}");
+        assert!(
+            matches!(r.certainty, Certainty::Clear | Certainty::Inconclusive),
+            "{r:?}"
+        );
+    }
+    // Latency, eight shares and amplifications per phase, and recovery for the fault.
+    assert_eq!(c.rows.len(), 2 * (3 * 11 + 1));
+    assert_eq!(c.exit_code(), 0);
+}
+
+#[test]
 fn noise_alone_is_the_same() {
     let targets = [("reference", STEADY), ("fail-open", slower(0.05))];
-    let baseline = set(&targets, 3, 3);
-    let candidate = set(&targets, 3, 4);
+    let baseline = set(&targets, 3, 6);
+    let candidate = set(&targets, 3, 7);
     let c = compare(&baseline, &candidate, &CompareOptions::default()).unwrap();
     for r in &c.rows {
         assert_eq!(r.verdict, Verdict::Same, "{r:?}");
@@ -272,12 +361,26 @@ fn noise_alone_is_the_same() {
     assert_eq!(c.exit_code(), 0);
 }
 
+/// Each run's seconds of the fault phase (10-40 s) of a target.
+fn fault_seconds<'a>(set: &'a RunSet, target: &str) -> Vec<Vec<&'a Histogram<u64>>> {
+    set.repeats
+        .iter()
+        .map(|r| r.seconds[target].range(10..40).map(|(_, h)| h).collect())
+        .collect()
+}
+
 #[test]
 fn one_busy_run_is_not_a_regression() {
-    let baseline = set(&[("reference", STEADY)], 2, 5);
-    let mut candidate = set(&[("reference", STEADY)], 2, 6);
+    let baseline = set(&[("reference", STEADY)], 2, 8);
     // The machine was busy for the whole of one candidate run: 50 % slower everywhere.
-    candidate.repeats[1] = repeat(SCENARIO, &[("reference", slower(1.5))], 7);
+    let busy = Behaviour {
+        calm_us: STEADY.calm_us * 1.5,
+        ..slower(1.5)
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    write_run(&tmp.path().join("run-1"), &[("reference", STEADY)], 9);
+    write_run(&tmp.path().join("run-2"), &[("reference", busy)], 10);
+    let candidate = load_set(tmp.path()).unwrap();
     let opts = CompareOptions::default();
     let c = compare(&baseline, &candidate, &opts).unwrap();
     let p99 = row(&c, "reference", "fault", Metric::P99);
@@ -289,25 +392,24 @@ fn one_busy_run_is_not_a_regression() {
     assert_eq!(c.exit_code(), 0);
 
     // Why seconds are resampled within runs drawn first: pooled as if every second were
-    // independent, the same samples look like a clear regression.
-    let pooled = |set: &RunSet| -> Vec<Vec<f64>> {
-        let all = set.repeats.iter().flat_map(|r| &r.seconds);
-        let fault = all.filter(|s| s.phase == "fault");
-        vec![fault.flat_map(|s| &s.p99_us).map(|&v| v as f64).collect()]
-    };
+    // independent, the same seconds look like a clear regression.
+    fn pooled(set: &RunSet) -> Vec<Vec<&Histogram<u64>>> {
+        vec![fault_seconds(set, "reference").concat()]
+    }
     let boot = Bootstrap {
         resamples: opts.resamples,
         confidence: opts.confidence,
         seed: opts.seed,
     };
-    let naive = ratio_of_medians(&pooled(&baseline), &pooled(&candidate), &boot).unwrap();
+    let naive = ratio_of_percentiles(&pooled(&baseline), &pooled(&candidate), &[0.99], &boot);
+    let naive = naive.unwrap()[0];
     assert!(naive.low > 1.1, "{naive:?}");
 }
 
 #[test]
 fn a_faster_candidate_is_better_and_swapping_the_sides_swaps_the_verdict() {
-    let baseline = set(&[("retry-then-deny", slower(5.0))], 3, 8);
-    let candidate = set(&[("retry-then-deny", STEADY)], 3, 9);
+    let baseline = set(&[("retry-then-deny", slower(5.0))], 3, 11);
+    let candidate = set(&[("retry-then-deny", STEADY)], 3, 12);
     let opts = CompareOptions::default();
     let c = compare(&baseline, &candidate, &opts).unwrap();
     let p99 = row(&c, "retry-then-deny", "fault", Metric::P99);
@@ -327,14 +429,12 @@ fn a_faster_candidate_is_better_and_swapping_the_sides_swaps_the_verdict() {
 #[test]
 fn a_shift_under_the_absolute_floor_is_the_same() {
     // 1 ms steady latency, candidate 1.5×: a real change, but 0.5 ms is under the 1 ms floor.
-    let baseline = set(&[("reference", STEADY)], 3, 10);
-    let candidate = set(&[("reference", STEADY)], 3, 11);
-    let mut candidate = candidate;
-    for r in &mut candidate.repeats {
-        for s in &mut r.seconds {
-            s.p99_us.iter_mut().for_each(|v| *v = *v * 3 / 2);
-        }
-    }
+    let baseline = set(&[("reference", STEADY)], 3, 13);
+    let calm_slower = Behaviour {
+        calm_us: STEADY.calm_us * 1.5,
+        ..STEADY
+    };
+    let candidate = set(&[("reference", calm_slower)], 3, 14);
     let opts = CompareOptions::default();
     let c = compare(&baseline, &candidate, &opts).unwrap();
     assert_eq!(
@@ -354,20 +454,18 @@ fn a_shift_under_the_absolute_floor_is_the_same() {
 
 #[test]
 fn wrongful_denial_up_ten_points_is_worse() {
-    let baseline = set(&[("fail-closed", STEADY)], 2, 12);
+    let baseline = set(&[("fail-closed", STEADY)], 2, 15);
+    // A tenth of the requests within the limit answered 500 during the fault.
     let denying = Behaviour {
-        fault_rates: Rates {
-            wrongful_denial: 0.10,
-            errors: 0.10,
-            ..RATES
-        },
+        fault_500: 0.10,
         ..STEADY
     };
-    let candidate = set(&[("fail-closed", denying)], 2, 13);
+    let candidate = set(&[("fail-closed", denying)], 2, 16);
     let c = compare(&baseline, &candidate, &CompareOptions::default()).unwrap();
     let denial = row(&c, "fail-closed", "fault", Metric::WrongfulDenial);
     assert_eq!(denial.verdict, Verdict::Worse, "{denial:?}");
-    assert!((denial.candidate - denial.baseline - 0.10).abs() < 1e-9);
+    let change = denial.candidate.unwrap() - denial.baseline.unwrap();
+    assert!((change - 0.10).abs() < 0.003, "{denial:?}");
     assert_eq!(
         row(&c, "fail-closed", "fault", Metric::Errors5xx).verdict,
         Verdict::Worse
@@ -383,85 +481,208 @@ fn wrongful_denial_up_ten_points_is_worse() {
     assert_eq!(c.exit_code(), 1);
     let markdown = render_markdown(&c);
     assert!(markdown.contains("| target"), "{markdown}");
-    assert!(markdown.contains("+10.0 pp"), "{markdown}");
+    assert!(
+        markdown.contains(&format!("+{:.1} pp", change * 100.0)),
+        "{markdown}"
+    );
     assert!(markdown.contains("**worse**"), "{markdown}");
     assert!(markdown.contains("mean of 2 vs 2 runs"), "{markdown}");
 }
 
-/// Writes a repeat as a results folder: `run.json` and `series.csv` with per-tenant rows
-/// (which compare ignores), the `all` rows, and one second in which nothing was answered.
-fn write_folder(dir: &Path, r: &Repeat) {
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(
-        dir.join("run.json"),
-        serde_json::to_string_pretty(&r.run).unwrap(),
-    )
-    .unwrap();
-    let mut csv = format!("{SERIES_HEADER}\n");
-    for s in &r.seconds {
-        let (start, _) = PHASES
-            .iter()
-            .find(|p| p.0 == s.phase)
-            .map(|p| (p.1, p.2))
-            .unwrap();
-        for (i, p99) in s.p99_us.iter().enumerate() {
-            let second = start + i as u64;
-            let (p50, max) = (s.p50_us[i], s.max_us[i]);
-            for tenant in ["acme", "all"] {
-                csv += &format!(
-                    "{},{tenant},{second},{},145,87,58,0,0,0,0,0,{p50},{p99},{max},0,0\n",
-                    s.target, s.phase
-                );
-            }
-        }
-        csv += &format!(
-            "{},all,99,{},0,0,0,0,0,0,0,0,0,0,0,0,0\n",
-            s.target, s.phase
+#[test]
+fn errors_amplification_and_a_slower_recovery_are_worse_on_their_rows() {
+    let unavailable = Behaviour {
+        fault_503: 0.05,
+        ..STEADY
+    };
+    let refused = Behaviour {
+        fault_refused: 0.05,
+        ..STEADY
+    };
+    let retried = Behaviour {
+        fault_attempts: 2,
+        ..STEADY
+    };
+    let chatty = Behaviour {
+        fault_store: 3.0,
+        ..STEADY
+    };
+    let slow_to_recover = Behaviour {
+        slow_recovery_s: 5,
+        ..STEADY
+    };
+    let never = Behaviour {
+        slow_recovery_s: 15,
+        ..STEADY
+    };
+    let names = [
+        "unavailable",
+        "refused",
+        "retried",
+        "chatty",
+        "slow-to-recover",
+        "never",
+    ];
+    let baseline = set(&names.map(|n| (n, STEADY)), 1, 17);
+    let changed = [
+        unavailable,
+        refused,
+        retried,
+        chatty,
+        slow_to_recover,
+        never,
+    ];
+    let candidate = set(
+        &std::array::from_fn::<_, 6, _>(|i| (names[i], changed[i])),
+        1,
+        17,
+    );
+    let c = compare(&baseline, &candidate, &CompareOptions::default()).unwrap();
+    let worse = (Verdict::Worse, Certainty::Clear);
+    assert_eq!(
+        verdict(&c, "unavailable", "fault", Metric::Unavailable),
+        worse
+    );
+    assert_eq!(
+        verdict(&c, "unavailable", "fault", Metric::Errors5xx),
+        worse
+    );
+    assert_eq!(
+        verdict(&c, "refused", "fault", Metric::TransportErrors),
+        worse
+    );
+    assert_eq!(
+        verdict(&c, "retried", "fault", Metric::ClientAmplification),
+        worse
+    );
+    assert_eq!(
+        verdict(&c, "chatty", "fault", Metric::StoreAmplification),
+        worse
+    );
+    let slow = row(&c, "slow-to-recover", "fault", Metric::Recovery);
+    assert_eq!((slow.verdict, slow.certainty), worse, "{slow:?}");
+    assert_eq!((slow.baseline, slow.candidate), (Some(0.0), Some(5.0)));
+    let gone = row(&c, "never", "fault", Metric::Recovery);
+    assert_eq!((gone.verdict, gone.certainty), worse, "{gone:?}");
+    assert_eq!(gone.candidate, Some(f64::INFINITY));
+    // Each change shows on its own rows: the others' are the same (the same seed each side).
+    for target in ["unavailable", "refused", "retried", "chatty"] {
+        assert_eq!(
+            verdict(&c, target, "fault", Metric::Recovery).0,
+            Verdict::Same
         );
     }
-    std::fs::write(dir.join("series.csv"), csv).unwrap();
+    assert_eq!(
+        verdict(&c, "chatty", "fault", Metric::ClientAmplification).0,
+        Verdict::Same
+    );
+    // Recovery is a row of the phase with faults only.
+    assert!(
+        !c.rows
+            .iter()
+            .any(|r| r.metric == Metric::Recovery && r.phase != "fault")
+    );
+    let table = render_table(&c);
+    assert!(table.contains("recovered → never"), "{table}");
+    assert!(table.contains("+5.0 s"), "{table}");
+}
+
+#[test]
+fn a_cell_nothing_reached_is_not_measured_and_fails() {
+    let baseline = set(&[("reference", STEADY)], 1, 18);
+    // The candidate's clients refused every request of the fault themselves.
+    let unreached = Behaviour {
+        fault_unreached: true,
+        ..STEADY
+    };
+    let candidate = set(&[("reference", unreached)], 1, 19);
+    let c = compare(&baseline, &candidate, &CompareOptions::default()).unwrap();
+    for metric in [
+        Metric::P99,
+        Metric::Errors5xx,
+        Metric::TransportErrors,
+        Metric::OverAdmission,
+        Metric::WrongfulDenial,
+    ] {
+        let r = row(&c, "reference", "fault", metric);
+        assert_eq!(
+            (r.verdict, r.certainty),
+            (Verdict::Same, Certainty::NotMeasured),
+            "{r:?}"
+        );
+        assert!(r.baseline.is_some() && r.candidate.is_none(), "{r:?}");
+    }
+    assert_eq!(
+        c.exit_code(),
+        1,
+        "a check on a value that was not measured fails"
+    );
+    let table = render_table(&c);
+    assert!(
+        table.contains("not measured in the candidate: fails"),
+        "{table}"
+    );
+    assert!(table.contains("verdict: fails"), "{table}");
+}
+
+/// Writes a repeat set's runs again as folders, for the shapes `load_set` reads.
+fn write_repeats(dir: &Path, targets: &[(&str, Behaviour)], runs: u64, seed: u64) {
+    for r in 0..runs {
+        write_run(&dir.join(format!("run-{}", r + 1)), targets, seed * 100 + r);
+    }
 }
 
 #[test]
 fn both_folder_shapes_and_a_saved_baseline_load_alike() {
     let tmp = tempfile::tempdir().unwrap();
-    let runs = set(&[("reference", STEADY), ("fail-open", slower(0.05))], 3, 14);
+    let targets = [("reference", STEADY), ("fail-open", slower(0.05))];
+    let repeated = tmp.path().join("repeated");
+    write_repeats(&repeated, &targets, 3, 20);
 
-    // One run: run.json + series.csv.
-    let single = tmp.path().join("single");
-    write_folder(&single, &runs.repeats[0]);
+    // One run: its folder, or its run.json.
+    let single = repeated.join("run-1");
     let loaded = load_set(&single).unwrap();
     assert_eq!(loaded.scenario, SCENARIO);
-    assert_eq!(loaded.repeats, runs.repeats[..1]);
-    // Its run.json names the same folder.
+    assert_eq!(loaded.repeats.len(), 1);
+    // Every second of the run has its histogram, of every answered request.
+    let seconds = &loaded.repeats[0].seconds["reference"];
+    assert_eq!(seconds.len(), 55);
+    assert_eq!(seconds[&12].len(), 145);
     assert_eq!(
         load_set(&single.join("run.json")).unwrap().repeats,
         loaded.repeats
     );
 
     // A repeat folder: run-1/ … run-3/, read in order (run-10 would sort after run-9).
-    let repeated = tmp.path().join("repeated");
-    for (i, r) in runs.repeats.iter().enumerate() {
-        write_folder(&repeated.join(format!("run-{}", i + 1)), r);
-    }
-    let loaded = load_set(&repeated).unwrap();
-    assert_eq!(loaded.repeats, runs.repeats);
+    let folders = load_set(&repeated).unwrap();
+    assert_eq!(folders.repeats.len(), 3);
+    assert_eq!(folders.repeats[..1], loaded.repeats[..]);
 
-    // Saved, then loaded back from the baseline file alone.
+    // Saved, then loaded back from the baseline file alone: the same runs, histograms and
+    // series, and the same comparison with any candidate.
     let baselines = tmp.path().join("results/baselines");
     let path = save_baseline(&repeated, &baselines).unwrap();
     assert_eq!(path, baselines.join("slow-redis.json"));
     let from_file = load_set(&path).unwrap();
     assert_eq!(from_file.scenario, SCENARIO);
-    assert_eq!(from_file.repeats, runs.repeats);
+    assert_eq!(from_file.repeats, folders.repeats);
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains("\"baseline_version\": 1"), "{}", &text[..200]);
+    assert!(text.contains("\"baseline_version\": 2"), "{}", &text[..200]);
+
+    let opts = CompareOptions::default();
+    let candidate = set(&[("reference", slower(1.5)), ("fail-open", STEADY)], 3, 21);
+    let from_folders = compare(&folders, &candidate, &opts).unwrap();
+    let from_baseline = compare(&from_file, &candidate, &opts).unwrap();
+    assert_eq!(from_baseline.rows, from_folders.rows);
+    assert_eq!(
+        row(&from_baseline, "reference", "fault", Metric::P99).verdict,
+        Verdict::Worse
+    );
 
     // Any shape compares with any other, and the same runs agree with themselves.
-    let opts = CompareOptions::default();
-    let a = compare(&from_file, &loaded, &opts).unwrap();
+    let a = compare(&from_file, &folders, &opts).unwrap();
     assert!(a.rows.iter().all(|r| r.verdict == Verdict::Same));
-    let b = compare(&from_file, &load_set(&single).unwrap(), &opts).unwrap();
+    let b = compare(&from_file, &loaded, &opts).unwrap();
     assert_eq!(b.candidate.runs, 1);
     assert!(
         b.notes.iter().any(|n| n.contains("one run on a side")),
@@ -469,7 +690,7 @@ fn both_folder_shapes_and_a_saved_baseline_load_alike() {
         b.notes
     );
     // Seeded: the same inputs give the same comparison, CIs and all.
-    assert_eq!(a, compare(&from_file, &loaded, &opts).unwrap());
+    assert_eq!(a, compare(&from_file, &folders, &opts).unwrap());
 
     // A folder that is none of these is refused by name.
     let empty = tmp.path().join("empty");
@@ -479,32 +700,100 @@ fn both_folder_shapes_and_a_saved_baseline_load_alike() {
 }
 
 #[test]
-fn a_series_without_all_tenant_rows_is_not_decided() {
+fn a_baseline_of_an_older_version_is_refused_with_its_version() {
     let tmp = tempfile::tempdir().unwrap();
-    let runs = set(&[("reference", STEADY)], 1, 15);
-    write_folder(tmp.path(), &runs.repeats[0]);
-    // An older series.csv: tenants' rows only.
-    let csv = std::fs::read_to_string(tmp.path().join("series.csv")).unwrap();
-    let tenants_only: String = csv
-        .lines()
-        .filter(|l| !l.contains(",all,"))
-        .map(|l| format!("{l}\n"))
+    write_run(&tmp.path().join("run-1"), &[("reference", STEADY)], 22);
+    let path = save_baseline(tmp.path(), &tmp.path().join("baselines")).unwrap();
+    // A version 1 file: per-second percentiles, no histograms.
+    let mut old: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    old["baseline_version"] = 1.into();
+    std::fs::write(&path, old.to_string()).unwrap();
+    let err = load_set(&path).unwrap_err();
+    assert!(
+        matches!(err, CompareError::BaselineVersion { found: 1, .. }),
+        "{err}"
+    );
+    let message = err.to_string();
+    assert!(message.contains("baseline version 1"), "{message}");
+    assert!(message.contains("save the baseline again"), "{message}");
+}
+
+#[test]
+fn a_seconds_log_without_all_tenant_intervals_is_not_measured() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_run(tmp.path(), &[("reference", STEADY)], 23);
+    let full = load_set(tmp.path()).unwrap();
+    // A seconds.hlog with the tenants' intervals only: no second of all tenants together.
+    let log = tmp.path().join("seconds.hlog");
+    let tenants_only: Vec<hlog::Interval> = hlog::read(&log)
+        .unwrap()
+        .into_iter()
+        .filter(|i| !i.tag.ends_with("/all"))
         .collect();
-    std::fs::write(tmp.path().join("series.csv"), tenants_only).unwrap();
+    hlog::write(&log, &[], &tenants_only).unwrap();
     let old = load_set(tmp.path()).unwrap();
-    let c = compare(&old, &runs, &CompareOptions::default()).unwrap();
+    let c = compare(&old, &full, &CompareOptions::default()).unwrap();
     let p99 = row(&c, "reference", "fault", Metric::P99);
     assert_eq!(
-        (p99.verdict, p99.certainty),
-        (Verdict::Same, Certainty::NoSamples)
+        (p99.verdict, p99.certainty, p99.baseline),
+        (Verdict::Same, Certainty::NotMeasured, None)
     );
-    assert!(render_table(&c).contains("not decided: the baseline has no per-second samples"));
+    assert!(render_table(&c).contains("not measured in the baseline: fails"));
+    assert_eq!(c.exit_code(), 1);
+}
+
+#[test]
+fn a_workers_share_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_run(tmp.path(), &[("reference", STEADY)], 24);
+    edit_run(tmp.path(), |run| {
+        run.worker = Some(Worker {
+            share: Share { index: 1, count: 2 },
+            start_at_ms: 0,
+            drives_faults: true,
+        });
+    });
+    let err = load_set(tmp.path()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CompareError::Worker {
+                index: 1,
+                count: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("merge the workers first"), "{err}");
+    let err = save_baseline(tmp.path(), &tmp.path().join("baselines")).unwrap_err();
+    assert!(matches!(err, CompareError::Worker { .. }), "{err}");
+}
+
+#[test]
+fn an_untrusted_side_exits_3_and_says_why() {
+    let baseline = set(&[("reference", STEADY)], 1, 25);
+    let tmp = tempfile::tempdir().unwrap();
+    write_run(tmp.path(), &[("reference", STEADY)], 26);
+    edit_run(tmp.path(), |run| {
+        run.load.dropped = run.load.scheduled / 100
+    });
+    let candidate = load_set(tmp.path()).unwrap();
+    let c = compare(&baseline, &candidate, &CompareOptions::default()).unwrap();
+    assert_eq!(c.exit_code(), 3);
+    let table = render_table(&c);
+    assert!(
+        table.contains("untrusted: candidate run 1: the load generator dropped"),
+        "{table}"
+    );
+    assert!(table.contains("no verdict (exit 3)"), "{table}");
 }
 
 #[test]
 fn what_one_side_ran_alone_is_listed_not_dropped() {
-    let baseline = set(&[("reference", STEADY), ("fail-open", STEADY)], 2, 16);
-    let mut candidate = set(&[("reference", STEADY), ("local-only", STEADY)], 2, 17);
+    let baseline = set(&[("reference", STEADY), ("fail-open", STEADY)], 2, 27);
+    let mut candidate = set(&[("reference", STEADY), ("local-only", STEADY)], 2, 28);
     // The candidate's runs were cut before the recovery phase.
     for r in &mut candidate.repeats {
         r.run.partial = true;
@@ -526,8 +815,8 @@ fn what_one_side_ran_alone_is_listed_not_dropped() {
             ("local-only", None, Side::Candidate),
         ]
     );
-    // The phases both sides ran are compared as usual.
-    assert_eq!(c.rows.len(), 2 * Metric::ALL.len());
+    // The phases both sides ran are compared as usual: steady, and the fault with recovery.
+    assert_eq!(c.rows.len(), 11 + 12);
     let table = render_table(&c);
     assert!(
         table.contains("fail-open (every phase): only in the baseline"),
@@ -546,8 +835,8 @@ fn what_one_side_ran_alone_is_listed_not_dropped() {
 
 #[test]
 fn runs_of_different_scenarios_are_an_error() {
-    let baseline = set(&[("reference", STEADY)], 1, 18);
-    let mut candidate = set(&[("reference", STEADY)], 1, 19);
+    let baseline = set(&[("reference", STEADY)], 1, 29);
+    let mut candidate = baseline.clone();
     candidate.scenario = "redis-down".to_owned();
     let err = compare(&baseline, &candidate, &CompareOptions::default()).unwrap_err();
     assert!(
@@ -558,22 +847,46 @@ fn runs_of_different_scenarios_are_an_error() {
 
     // Within one repeat folder too.
     let tmp = tempfile::tempdir().unwrap();
-    write_folder(&tmp.path().join("run-1"), &baseline.repeats[0]);
-    write_folder(
-        &tmp.path().join("run-2"),
-        &repeat("redis-down", &[("reference", STEADY)], 20),
-    );
+    write_repeats(tmp.path(), &[("reference", STEADY)], 2, 30);
+    edit_run(&tmp.path().join("run-2"), |run| {
+        run.scenario = "redis-down".into();
+    });
     let err = load_set(tmp.path()).unwrap_err();
     assert!(matches!(err, CompareError::MixedScenarios { .. }), "{err}");
 }
 
 #[test]
 fn options_out_of_range_are_refused() {
-    let s = set(&[("reference", STEADY)], 1, 21);
+    let s = set(&[("reference", STEADY)], 1, 31);
     let bad = CompareOptions {
         confidence: 95.0,
         ..CompareOptions::default()
     };
     let err = compare(&s, &s, &bad).unwrap_err();
     assert!(matches!(err, CompareError::Options(_)), "{err}");
+}
+
+#[test]
+#[ignore = "a measurement: cargo test --release -p failmode --test compare -- --ignored --nocapture"]
+fn the_cost_of_a_realistic_comparison() {
+    let names = [
+        "reference",
+        "fail-open",
+        "fail-closed",
+        "retry-then-deny",
+        "fail-static",
+        "timeout-only",
+        "local-only",
+    ];
+    let started = std::time::Instant::now();
+    let baseline = set(&names.map(|n| (n, STEADY)), 3, 32);
+    let candidate = set(&names.map(|n| (n, slower(1.2))), 3, 33);
+    let written = started.elapsed();
+    let started = std::time::Instant::now();
+    let c = compare(&baseline, &candidate, &CompareOptions::default()).unwrap();
+    println!(
+        "7 targets × 3 phases, 3 runs a side: written and read in {written:.1?}, compared in {:.2?} ({} rows)",
+        started.elapsed(),
+        c.rows.len()
+    );
 }

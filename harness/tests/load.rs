@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use failmode::load::{
-    Arrival, Client, LoadError, LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread,
-    TargetPlan, TenantPlan, TransportError, try_run,
+    Arrival, Client, DropCause, LoadError, LoadPlan, LoadSummary, Outcome, Recorder, Rotation,
+    Sample, Spread, TargetPlan, TenantPlan, TransportError, try_run,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -219,7 +219,8 @@ async fn run(plan: LoadPlan, cancel: CancellationToken) -> (LoadSummary, Arc<Sam
     (summary, samples, start)
 }
 
-/// Every scheduled request is accounted for, and every one sent and settled has a sample.
+/// Every scheduled request is accounted for, and every one not cancelled has a sample:
+/// answered, failed, dropped, throttled or abandoned.
 fn assert_accounted(summary: &LoadSummary, samples: &Samples) {
     assert_eq!(
         summary.scheduled,
@@ -227,16 +228,23 @@ fn assert_accounted(summary: &LoadSummary, samples: &Samples) {
         "{summary:?}"
     );
     assert_eq!(
+        summary.dropped,
+        summary.dropped_by_cause.total(),
+        "{summary:?}"
+    );
+    assert_eq!(
         samples.all().len() as u64,
-        summary.sent - summary.abandoned + summary.dropped + summary.throttled,
+        summary.scheduled - summary.cancelled,
         "{summary:?}"
     );
     let attempts: u64 = samples.all().iter().map(|s| u64::from(s.attempts)).sum();
-    assert_eq!(
-        attempts,
-        summary.sent - summary.abandoned + summary.retries,
-        "{summary:?}"
-    );
+    assert_eq!(attempts, summary.sent + summary.retries, "{summary:?}");
+    let abandoned = samples
+        .all()
+        .iter()
+        .filter(|s| s.outcome == Outcome::Transport(TransportError::Abandoned))
+        .count();
+    assert_eq!(abandoned as u64, summary.abandoned, "{summary:?}");
 }
 
 #[tokio::test]
@@ -254,6 +262,10 @@ async fn each_tenant_is_sent_its_planned_rate_within_one_percent() {
 
     assert_accounted(&summary, &samples);
     assert_eq!(summary.dropped, 0);
+    assert_eq!(
+        summary.stopped_sending_at, None,
+        "it sent its whole schedule"
+    );
     assert_eq!(samples.outcomes()[&Outcome::Admitted], samples.all().len());
     for (caller, rate) in [("acme", 300.0), ("globex", 100.0)] {
         let at: Vec<Instant> = server
@@ -460,17 +472,20 @@ async fn requests_due_beyond_the_in_flight_bound_are_dropped_and_counted_not_del
         (summary.scheduled, summary.sent, summary.dropped),
         (50, 5, 45)
     );
+    assert_eq!(summary.dropped_by_cause.in_flight_bound, 45);
     assert_eq!(server.count_of("acme"), 5);
+    let at_the_bound = Outcome::Dropped(DropCause::InFlightBound);
     let outcomes = samples.outcomes();
     assert_eq!(
-        (outcomes[&Outcome::Dropped], outcomes[&Outcome::Admitted]),
+        (outcomes[&at_the_bound], outcomes[&Outcome::Admitted]),
         (45, 5)
     );
-    // Dropped at their scheduled time, not queued behind the bound.
+    // Dropped at their scheduled time, not queued behind the bound. The sample says what
+    // was measured (nothing); the metrics count its latency as the request timeout.
     let dropped: Vec<Sample> = samples
         .all()
         .into_iter()
-        .filter(|s| s.outcome == Outcome::Dropped)
+        .filter(|s| s.outcome == at_the_bound)
         .collect();
     assert!(
         dropped
@@ -531,12 +546,20 @@ async fn cancel_stops_sending_at_once_and_counts_the_rest_as_cancelled() {
     server.wait_for_requests(20).await;
     let cancelled_at = Instant::now();
     cancel.cancel();
-    let (summary, samples, _) = running.await.unwrap();
+    let (summary, samples, start) = running.await.unwrap();
 
     assert!(
         cancelled_at.elapsed() < Duration::from_millis(300),
         "stopped after {:?}",
         cancelled_at.elapsed()
+    );
+    // When it stopped sending, not when it was done waiting for its last answers: what the
+    // cut phase's allowance covers.
+    let stopped = summary.stopped_sending_at.unwrap();
+    let cancelled_after = cancelled_at - start;
+    assert!(
+        stopped >= cancelled_after && stopped < cancelled_after + Duration::from_millis(100),
+        "stopped sending at {stopped:?}, cancelled at {cancelled_after:?}"
     );
     assert_accounted(&summary, &samples);
     assert_eq!(summary.scheduled, 2_000);
@@ -547,23 +570,101 @@ async fn cancel_stops_sending_at_once_and_counts_the_rest_as_cancelled() {
 }
 
 #[tokio::test]
-async fn requests_still_unanswered_after_the_cancel_grace_are_counted_as_abandoned() {
-    let mut server = Server::start(|_| Action::Silent).await;
+async fn requests_still_unanswered_after_the_cancel_grace_are_recorded_as_abandoned() {
+    // "quick" is answered at once; "hung" never; "retrying" is refused with a 500 and its
+    // retry (every second request of it) never answered.
+    let retrying_calls = Arc::new(Mutex::new(0u64));
+    let mut server = Server::start(move |caller| match caller {
+        "quick" => answer(200),
+        "retrying" => {
+            let mut n = retrying_calls.lock().unwrap();
+            *n += 1;
+            if *n % 2 == 1 {
+                answer(500)
+            } else {
+                Action::Silent
+            }
+        }
+        _ => Action::Silent,
+    })
+    .await;
     let cancel = CancellationToken::new();
-    let plan = plan(
-        vec![server.addr],
-        vec![tenant("acme", 100.0, Spread::Sticky)],
-        Duration::from_secs(20),
-    );
+    let tenants = vec![
+        tenant("quick", 100.0, Spread::Sticky),
+        tenant("hung", 100.0, Spread::Sticky),
+        with_client(
+            tenant("retrying", 50.0, Spread::Sticky),
+            Client::Retry5xx { attempts: 3 },
+        ),
+    ];
+    let plan = plan(vec![server.addr], tenants, Duration::from_secs(20));
     let running = tokio::spawn(run(plan, cancel.clone()));
-    server.wait_for_requests(5).await;
+    server.wait_for_requests(40).await;
+    let cancelled_at = Instant::now();
     cancel.cancel();
-    let (summary, samples, _) = running.await.unwrap();
+    let (summary, samples, start) = running.await.unwrap();
+    let returned_at = Instant::now();
 
+    // Every request sent has its sample: offered = scheduled − cancelled.
     assert_accounted(&summary, &samples);
-    assert!(summary.sent >= 5);
-    assert_eq!(summary.abandoned, summary.sent);
-    assert!(samples.all().is_empty());
+    assert_eq!(
+        samples.all().len() as u64,
+        summary.scheduled - summary.cancelled
+    );
+    let of = |tenant: usize| -> Vec<Sample> {
+        samples
+            .all()
+            .into_iter()
+            .filter(|s| s.tenant == tenant)
+            .collect()
+    };
+    assert!(of(0).iter().all(|s| s.outcome == Outcome::Admitted));
+    let abandoned = Outcome::Transport(TransportError::Abandoned);
+    let hung = of(1);
+    // One request of "retrying" may have had its 500 just as the cancel came: no retry then.
+    let (retrying, not_retried): (Vec<Sample>, Vec<Sample>) =
+        of(2).into_iter().partition(|s| s.outcome == abandoned);
+    assert!(
+        not_retried.len() <= 1
+            && not_retried
+                .iter()
+                .all(|s| (s.outcome, s.attempts) == (Outcome::ServerError, 1)),
+        "{not_retried:?}"
+    );
+    assert!(hung.len() >= 10, "{summary:?}");
+    assert!(!retrying.is_empty(), "{summary:?}");
+    assert_eq!(summary.abandoned as usize, hung.len() + retrying.len());
+    for s in hung.iter().chain(&retrying) {
+        assert_eq!(s.outcome, abandoned, "{s:?}");
+        // Outstanding from its scheduled send until the run gave up on it: at least until
+        // the cancel and the grace after it, at most until the engine returned.
+        let scheduled_at = start + s.scheduled;
+        let outstanding = cancelled_at.saturating_duration_since(scheduled_at);
+        assert!(
+            s.latency >= outstanding + Duration::from_millis(250),
+            "latency {:?}, outstanding {outstanding:?} before the cancel",
+            s.latency
+        );
+        assert!(s.latency <= returned_at - scheduled_at, "{s:?}");
+        assert_eq!(s.latency, s.send_lag + s.service_time, "{s:?}");
+    }
+    assert!(hung.iter().all(|s| s.attempts == 1));
+    // The first attempt's 500 and the retry it waits on: both sent, both counted.
+    assert!(retrying.iter().all(|s| s.attempts == 2), "{retrying:?}");
+    assert_eq!(summary.retries, retrying.len() as u64);
+    assert_eq!(
+        server.seen().len() as u64,
+        summary.sent + summary.retries,
+        "{summary:?}"
+    );
+    // Sending stopped at the cancel; the grace for the requests in flight came after it.
+    let stopped = summary.stopped_sending_at.unwrap();
+    assert!(
+        stopped < cancelled_at - start + Duration::from_millis(100)
+            && returned_at - start >= stopped + Duration::from_millis(250),
+        "stopped sending at {stopped:?}, returned at {:?}",
+        returned_at - start
+    );
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ mod support;
 use std::path::Path;
 
 use failmode::project::{Project, Source};
-use support::{failmode_command, failmode_in, output_text, workspace};
+use support::{failmode_in, failmode_with_env, output_text, workspace};
 
 /// A temporary directory that is not inside failmode's checkout.
 fn outside() -> tempfile::TempDir {
@@ -136,12 +136,16 @@ fn init_writes_a_project_that_loads_refuses_to_overwrite_and_is_found_from_below
 #[test]
 fn setup_check_says_exactly_how_to_get_what_is_missing() {
     let dir = outside();
-    let output = failmode_command(dir.path(), &["setup", "--check"])
-        .env("PATH", dir.path().join("no-bin"))
-        .env("XDG_CACHE_HOME", dir.path().join("cache"))
-        .env_remove("FAILMODE_TOOLS")
-        .output()
-        .unwrap();
+    let (no_bin, cache) = (dir.path().join("no-bin"), dir.path().join("cache"));
+    let output = failmode_with_env(
+        dir.path(),
+        &[
+            ("PATH", &no_bin.to_string_lossy()),
+            ("XDG_CACHE_HOME", &cache.to_string_lossy()),
+            ("FAILMODE_TOOLS", &no_bin.to_string_lossy()),
+        ],
+        &["setup", "--check"],
+    );
     let (stdout, stderr) = output_text(&output);
     assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(

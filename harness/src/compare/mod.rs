@@ -4,49 +4,81 @@
 //! # What is compared
 //!
 //! Each side is a [`RunSet`]: one or more runs (repeats) of one scenario, read by [`load_set`]
-//! from a results folder (`run.json` + `series.csv`), a repeat folder (`run-1/`, `run-2/`, …,
-//! each a results folder) or a baseline file (`results/baselines/<scenario>.json`, written by
-//! [`save_baseline`]: every run's `run.json` and its per-second latency samples, so it stands
-//! alone). For every target × phase on both sides there is one [`Row`] per [`Metric`]; a target
-//! or a phase on one side only is listed in [`Comparison::one_sided`], never dropped. Runs of
+//! from a results folder (`run.json`, `series.csv`, `seconds.hlog`), a repeat folder (`run-1/`,
+//! `run-2/`, …, each a results folder) or a baseline file (`results/baselines/<scenario>.json`,
+//! written by [`save_baseline`]: every run's `run.json`, its `series.csv` and each second's
+//! latency histogram per target, so it stands alone). One worker's share of a run
+//! (`--worker K/N`) is refused: merge the workers first. For every target × phase on both sides
+//! there is one [`Row`] per [`Metric`] (recovery only for a phase with faults); a target or a
+//! phase on one side only is listed in [`Comparison::one_sided`], never dropped. Runs of
 //! different scenarios are an error.
 //!
 //! # The decision rule
 //!
-//! **Latency** (p50, p99, p99.9). The values shown are the phase's percentiles from `run.json`
-//! (all tenants, median over the runs). The verdict rests on the phase's per-second samples of
-//! all tenants together (the `all` rows of `series.csv`), pooled over the runs: the per-second
-//! p50 for the p50 row, the per-second p99 for p99, and the per-second maximum for p99.9 (the
-//! series keeps no per-second p99.9; a second's worst request is the nearest tail it has).
-//! Seconds in which nothing was answered have no latency and are left out.
+//! **Latency** (p50, p99, p99.9) is judged on the phase's own percentiles: of all the phase's
+//! requests, every tenant together. A side's value is the percentile of the phase's seconds
+//! added up: each second's latency histogram of all tenants (the `target/all` intervals of
+//! `seconds.hlog`, two significant figures), every run's seconds together. A second belongs to
+//! the phase it starts in; a second in which nothing was answered has no histogram and is not
+//! drawn. The statistic is candidate ÷ baseline, with a percentile bootstrap confidence interval
+//! (default 2,000 resamples, 95 %, ChaCha8 with a fixed seed: the same inputs always give the
+//! same verdict). A replicate draws as many runs as the side has, with replacement, then within
+//! each drawn run as many seconds as it has, with replacement, adds the drawn seconds'
+//! histograms and takes the percentile of the sum ([`stats`]). Drawing runs first makes a
+//! machine busy for a whole run widen the interval instead of looking like a change; with one
+//! run a side the interval only knows the noise between seconds, and the output says so.
+//! Drawing whole seconds keeps together what a second's requests share (a pause, a breaker
+//! opening), so the interval is as wide as the seconds differ.
 //!
-//! The statistic is candidate median ÷ baseline median of those samples, with a percentile
-//! bootstrap confidence interval (default 2,000 resamples, 95 %, ChaCha8 with a fixed seed: the
-//! same inputs always give the same verdict). The median, because a few bad seconds (a pause,
-//! a neighbour busy on a shared machine) move it little, and its bootstrap behaves at the 10 to
-//! 100 seconds a phase has, where a bootstrap of a high quantile of so few values would only
-//! reshuffle the top two or three. A ratio, because latency noise grows with latency and the
-//! threshold is relative. Resampling is two-stage, runs with replacement and then seconds within
-//! each drawn run ([`stats`]), so that with repeats the interval also carries run-to-run noise
-//! (a machine busy for a whole run); with one run a side it only knows second-to-second noise,
-//! and the output says so.
+//! Why not the median of per-second percentiles, the rule before: it cannot see a tail confined
+//! to a minority of seconds. A fault phase of 22 seconds at 5 ms and 8 seconds whose answers
+//! take 1.5–2 s has a p99 of about 2 s, yet the median of its per-second p99s is still 5 ms. A
+//! slow fallback or a slow recovery has exactly that shape.
 //!
-//! - **worse**: the whole CI above `1 + rel_threshold` *and* the candidate's median more than
-//!   `abs_floor_ms` above the baseline's;
+//! - **worse**: the whole CI above `1 + rel_threshold` *and* the candidate's percentile more
+//!   than `abs_floor_ms` above the baseline's;
 //! - **better**: the whole CI below `1 ÷ (1 + rel_threshold)` (the same factor the other way, so
-//!   that swapping the sides swaps the verdict) *and* the medians `abs_floor_ms` apart;
+//!   that swapping the sides swaps the verdict) *and* the percentiles `abs_floor_ms` apart;
 //! - **same** otherwise, [`Certainty::Inconclusive`] when the CI reaches a region that would have
-//!   been a verdict (more repeats would tell), [`Certainty::NoSamples`] when a side has no
-//!   per-second samples of the phase.
+//!   been a verdict by more than the floor (more repeats would tell).
 //!
-//! **Rates** (429 %, 5xx % of the requests offered, over-admission, wrongful denial, each of all
-//! tenants together): the mean over the runs, worse when the candidate's is higher by more than
-//! `status_threshold_pp` (429, 5xx) or `admission_threshold_pp` (over-admission, wrongful
-//! denial) percentage points, better when lower by as much. Higher is worse for all four.
+//! **Shares of the requests offered**, all tenants together: 429 %, 503 %, 5xx %, transport
+//! errors % (refused, reset, timed out), and over-admission and wrongful denial. The mean over
+//! the runs; worse when the candidate's is higher by more than `status_threshold_pp` (1 point;
+//! the first four) or `admission_threshold_pp` (2 points; the last two), better when lower by as
+//! much. Higher is worse for all.
 //!
-//! Exit code: 0 when no row is worse, 1 when one is ([`Comparison::exit_code`]).
+//! **Amplification**: client (attempts sent per request offered: retrying clients) and store
+//! (Redis commands per request offered). The mean over the runs; worse when the candidate's is
+//! at least `amplification_rel` (10 %) *and* `amplification_abs` (0.1) higher, better when it is
+//! at most the baseline's ÷ (1 + `amplification_rel`) and 0.1 lower.
+//!
+//! **Recovery**, for a phase with faults: each run's time to recover by the gate's rule
+//! ([`crate::gate::recovery_time`]: from the fault's end until K seconds in a row are back in the
+//! steady phase's band), the median over the runs that measured it, "never" counting as
+//! unbounded. Worse when the candidate's grows by at least `recovery_threshold_s` (1 s) or turns
+//! to never from a recovered baseline; better the other way.
+//!
+//! **Not measured.** A side may not have measured a value: no request of the cell reached the
+//! target, no second of the phase was answered, no Redis command count (a store-less target),
+//! too little time after the fault to tell a recovery, or no steady phase to learn its band
+//! from. Such a row gets no verdict ("same") and [`Certainty::NotMeasured`], and on a judged
+//! metric it fails the comparison: a check on a value that was not measured fails. Measured on
+//! neither side, it is [`Certainty::NeitherMeasured`]: nothing to compare, no failure.
+//!
+//! **Judged** are all rows but the 429 % (more 429s is right when the baseline let traffic
+//! through above the limit; over-admission and wrongful denial judge whether refusals went the
+//! right way) and, for a target that refuses with 503 (NGINX's default), the 503 %: those are
+//! its refusals, and its 5xx % counts the other 5xx only.
+//!
+//! Exit code ([`Comparison::exit_code`]): 3 when a side's measurement cannot be trusted
+//! ([`RunResult::untrusted`]: the load generator dropped requests or fell behind; the reasons
+//! are listed with the notes); otherwise 1 when a judged row is worse or not measured on one
+//! side, 0 when none is. Input that cannot be compared (unreadable, a worker's share, an old
+//! baseline file) is a [`CompareError`], exit 2.
 
 mod render;
+mod rows;
 mod set;
 pub mod stats;
 
@@ -54,27 +86,44 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::results::RunResult;
 use crate::results::read::ReadError;
-use crate::results::{PhaseResult, RunResult};
 pub use render::{render_markdown, render_table};
-pub use set::{PhaseSeconds, Repeat, RunSet, load_set, save_baseline};
-use stats::{Bootstrap, RatioCi};
+pub use rows::{Evidence, LatencyCi, Rule, RunRecovery};
+pub use set::{Repeat, RunSet, Seconds, load_set, save_baseline};
 
-/// Bumped on any change a reader of a baseline file would notice.
-pub const BASELINE_VERSION: u32 = 1;
+/// Bumped on any change a reader of a baseline file would notice. 2: each second's latency
+/// histogram and the runs' `series.csv` instead of per-second percentiles.
+pub const BASELINE_VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
     #[error(transparent)]
     Read(#[from] ReadError),
+    #[error(transparent)]
+    Hlog(#[from] crate::results::hlog::HlogError),
     #[error(
         "{path} is neither a results folder (run.json), a repeat folder (run-1/, run-2/, …) nor a baseline file"
     )]
     NotResults { path: PathBuf },
     #[error("{path} is not a failmode baseline file: {message}")]
     Baseline { path: PathBuf, message: String },
-    #[error("{path} has baseline version {found}; this failmode reads version {BASELINE_VERSION}")]
+    #[error(
+        "{path} has baseline version {found}; this failmode reads version {BASELINE_VERSION}, \
+         which keeps each second's latency histogram: save the baseline again \
+         (failmode baseline save RESULTS) from a results folder"
+    )]
     BaselineVersion { path: PathBuf, found: u64 },
+    #[error(
+        "{path} holds one worker's share of a run (--worker {index}/{count}): its latency and \
+         counts are part of the traffic, and its over-admission and wrongful denial are not \
+         measured; merge the workers first (failmode merge)"
+    )]
+    Worker {
+        path: PathBuf,
+        index: u32,
+        count: u32,
+    },
     #[error("{path} holds runs of different scenarios: {first} and {other}")]
     MixedScenarios {
         path: PathBuf,
@@ -101,16 +150,22 @@ pub enum CompareError {
 pub struct CompareOptions {
     /// Latency: the relative change the whole CI must clear (0.10 = 10 %).
     pub rel_threshold: f64,
-    /// Latency: the change in ms the medians must also differ by.
+    /// Latency: the change in ms the percentiles must also differ by.
     pub abs_floor_ms: f64,
     /// Latency: the CI's level (0.95 = 95 %).
     pub confidence: f64,
     pub resamples: usize,
     pub seed: u64,
-    /// 429 % and 5xx %: percentage points.
+    /// 429 %, 503 %, 5xx % and transport errors %: percentage points.
     pub status_threshold_pp: f64,
     /// Over-admission and wrongful denial: percentage points.
     pub admission_threshold_pp: f64,
+    /// Amplification: the relative growth that counts (0.10 = 10 %)…
+    pub amplification_rel: f64,
+    /// …and the absolute one, in attempts or Redis commands per request offered.
+    pub amplification_abs: f64,
+    /// Recovery: the growth in seconds that counts.
+    pub recovery_threshold_s: f64,
 }
 
 impl Default for CompareOptions {
@@ -123,6 +178,9 @@ impl Default for CompareOptions {
             seed: 0xfa11_c0de,
             status_threshold_pp: 1.0,
             admission_threshold_pp: 2.0,
+            amplification_rel: 0.10,
+            amplification_abs: 0.1,
+            recovery_threshold_s: 1.0,
         }
     }
 }
@@ -146,6 +204,12 @@ impl CompareOptions {
         if !non_negative(self.status_threshold_pp) || !non_negative(self.admission_threshold_pp) {
             return bad("rate thresholds must be 0 pp or more");
         }
+        if !non_negative(self.amplification_rel) || !non_negative(self.amplification_abs) {
+            return bad("amplification thresholds must be 0 or more");
+        }
+        if !non_negative(self.recovery_threshold_s) {
+            return bad("the recovery threshold must be 0 s or more");
+        }
         Ok(())
     }
 }
@@ -157,20 +221,31 @@ pub enum Metric {
     P99,
     P999,
     Limited,
+    Unavailable,
     Errors5xx,
+    TransportErrors,
     OverAdmission,
     WrongfulDenial,
+    ClientAmplification,
+    StoreAmplification,
+    Recovery,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 7] = [
+    /// In the order of a phase's rows; [`Metric::Recovery`] only for a phase with faults.
+    pub const ALL: [Metric; 12] = [
         Metric::P50,
         Metric::P99,
         Metric::P999,
         Metric::Limited,
+        Metric::Unavailable,
         Metric::Errors5xx,
+        Metric::TransportErrors,
         Metric::OverAdmission,
         Metric::WrongfulDenial,
+        Metric::ClientAmplification,
+        Metric::StoreAmplification,
+        Metric::Recovery,
     ];
 
     pub fn label(self) -> &'static str {
@@ -179,52 +254,42 @@ impl Metric {
             Metric::P99 => "p99",
             Metric::P999 => "p99.9",
             Metric::Limited => "429 %",
+            Metric::Unavailable => "503 %",
             Metric::Errors5xx => "5xx %",
+            Metric::TransportErrors => "transport errors %",
             Metric::OverAdmission => "over-admission",
             Metric::WrongfulDenial => "wrongful denial",
+            Metric::ClientAmplification => "client amplification",
+            Metric::StoreAmplification => "store amplification",
+            Metric::Recovery => "recovery",
+        }
+    }
+
+    /// The quantile a latency row is decided on.
+    pub fn quantile(self) -> Option<f64> {
+        match self {
+            Metric::P50 => Some(0.5),
+            Metric::P99 => Some(0.99),
+            Metric::P999 => Some(0.999),
+            _ => None,
         }
     }
 
     pub fn is_latency(self) -> bool {
-        matches!(self, Metric::P50 | Metric::P99 | Metric::P999)
+        self.quantile().is_some()
     }
 
-    /// The per-second samples a latency verdict rests on, and their name.
-    fn samples(self, s: &PhaseSeconds) -> &[u64] {
-        match self {
-            Metric::P50 => &s.p50_us,
-            Metric::P99 => &s.p99_us,
-            _ => &s.max_us,
-        }
-    }
-
-    fn sample_name(self) -> &'static str {
-        match self {
-            Metric::P50 => "per-second p50",
-            Metric::P99 => "per-second p99",
-            _ => "per-second max",
-        }
-    }
-
-    /// One run's value: latency in µs, rates as a share (1.0 = 100 %).
-    fn value(self, p: &PhaseResult) -> f64 {
-        let a = &p.all;
-        let share = |part: u64| {
-            if a.counts.offered == 0 {
-                0.0
-            } else {
-                part as f64 / a.counts.offered as f64
-            }
-        };
-        match self {
-            Metric::P50 => a.latency_us.map_or(0.0, |p| p.p50 as f64),
-            Metric::P99 => a.latency_us.map_or(0.0, |p| p.p99 as f64),
-            Metric::P999 => a.latency_us.map_or(0.0, |p| p.p999 as f64),
-            Metric::Limited => share(a.counts.limited),
-            Metric::Errors5xx => share(a.counts.errors_5xx()),
-            Metric::OverAdmission => a.over_admission.unwrap_or(0.0),
-            Metric::WrongfulDenial => a.wrongful_denial.unwrap_or(0.0),
-        }
+    /// A share of the requests offered (or of the allowance, the entitlement), shown in %.
+    pub fn is_share(self) -> bool {
+        matches!(
+            self,
+            Metric::Limited
+                | Metric::Unavailable
+                | Metric::Errors5xx
+                | Metric::TransportErrors
+                | Metric::OverAdmission
+                | Metric::WrongfulDenial
+        )
     }
 }
 
@@ -250,53 +315,17 @@ impl Verdict {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Certainty {
-    /// A latency CI clear of the thresholds, or a rate (decided on its mean).
+    /// A latency CI clear of the thresholds, or a mean over runs beyond or within its threshold.
     Clear,
     /// "same", but the CI reaches a region that would have been worse or better: the noise
     /// is too wide to tell; more repeats would.
     Inconclusive,
-    /// "same" by default: a side has no per-second latency samples of the phase.
-    NoSamples,
-}
-
-/// What a row's verdict was decided on.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Evidence {
-    Latency {
-        /// `None` when a side has no samples.
-        ci: Option<LatencyCi>,
-        baseline_seconds: usize,
-        candidate_seconds: usize,
-    },
-    Rate {
-        /// Each run's value, as a share.
-        baseline_runs: Vec<f64>,
-        candidate_runs: Vec<f64>,
-        threshold_pp: f64,
-    },
-}
-
-/// [`RatioCi`] in a form that serialises.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct LatencyCi {
-    pub baseline_median_us: f64,
-    pub candidate_median_us: f64,
-    pub ratio: f64,
-    pub low: f64,
-    pub high: f64,
-}
-
-impl From<RatioCi> for LatencyCi {
-    fn from(c: RatioCi) -> Self {
-        Self {
-            baseline_median_us: c.baseline_median,
-            candidate_median_us: c.candidate_median,
-            ratio: c.ratio,
-            low: c.low,
-            high: c.high,
-        }
-    }
+    /// No verdict: one side did not measure the value. On a judged row this fails the
+    /// comparison: a check on a value that was not measured fails.
+    NotMeasured,
+    /// Neither side measured the value (a store-less target's store amplification, say):
+    /// nothing to compare, no failure.
+    NeitherMeasured,
 }
 
 /// One target × phase × metric.
@@ -305,12 +334,23 @@ pub struct Row {
     pub target: String,
     pub phase: String,
     pub metric: Metric,
-    /// Latency in µs (median over runs), rates as a share (mean over runs).
-    pub baseline: f64,
-    pub candidate: f64,
+    /// Latency in µs (the phase's percentile, all runs' seconds added), shares as a share
+    /// (1.0 = 100 %) and amplification as a ratio (means over runs), recovery in seconds
+    /// (median over runs, +∞ for never); `None` when the side did not measure it.
+    pub baseline: Option<f64>,
+    pub candidate: Option<f64>,
     pub verdict: Verdict,
     pub certainty: Certainty,
+    /// Whether the row counts in the overall verdict and the exit code (see the module header).
+    pub judged: bool,
     pub evidence: Evidence,
+}
+
+impl Row {
+    /// A judged row that a side did not measure: a failed check.
+    pub fn fails_unmeasured(&self) -> bool {
+        self.judged && self.certainty == Certainty::NotMeasured
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -344,19 +384,16 @@ pub struct Comparison {
     pub one_sided: Vec<OneSided>,
     /// What the reader should know to trust the verdicts: one run a side, partial runs, …
     pub notes: Vec<String>,
+    /// Why a side's measurement cannot be trusted ("baseline run 2: …"), listed with the notes;
+    /// any makes the exit code 3.
+    pub untrusted: Vec<String>,
 }
 
 impl Comparison {
-    /// Worse if any row is worse; better if some row is better and none worse; else same.
-    /// The overall verdict. 429 % rows are shown but not judged: more 429s is right when the
-    /// baseline let traffic through above the limit, and over-admission and wrongful denial
-    /// already judge whether refusals went the right way.
+    /// The overall verdict, on the judged rows: worse if any is worse; better if some is
+    /// better and none worse; else same.
     pub fn verdict(&self) -> Verdict {
-        let any = |v| {
-            self.rows
-                .iter()
-                .any(|r| r.verdict == v && r.metric != Metric::Limited)
-        };
+        let any = |v| self.rows.iter().any(|r| r.judged && r.verdict == v);
         if any(Verdict::Worse) {
             Verdict::Worse
         } else if any(Verdict::Better) {
@@ -366,9 +403,21 @@ impl Comparison {
         }
     }
 
-    /// 0: no row worse; 1: some row worse. A verdict, not an error (those are exit 2).
+    /// Judged rows that a side did not measure.
+    pub fn not_measured(&self) -> usize {
+        self.rows.iter().filter(|r| r.fails_unmeasured()).count()
+    }
+
+    /// 3: a side cannot be trusted; 1: a judged row is worse or not measured on one side;
+    /// 0: neither. A verdict, not an error (those are exit 2).
     pub fn exit_code(&self) -> u8 {
-        u8::from(self.verdict() == Verdict::Worse)
+        if !self.untrusted.is_empty() {
+            3
+        } else if self.verdict() == Verdict::Worse || self.not_measured() > 0 {
+            1
+        } else {
+            0
+        }
     }
 }
 
@@ -381,108 +430,6 @@ fn ordered_union<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
         }
     }
     out
-}
-
-type PhaseRuns<'a> = [(&'a PhaseResult, Option<&'a PhaseSeconds>)];
-
-fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len().max(1) as f64
-}
-
-fn latency_row(metric: Metric, base: &PhaseRuns, cand: &PhaseRuns, opts: &CompareOptions) -> Row {
-    let summary = |side: &PhaseRuns| {
-        let mut v: Vec<f64> = side.iter().map(|(p, _)| metric.value(p)).collect();
-        stats::median(&mut v).unwrap_or(0.0)
-    };
-    let samples = |side: &PhaseRuns| -> Vec<Vec<f64>> {
-        side.iter()
-            .filter_map(|(_, s)| *s)
-            .map(|s| metric.samples(s).iter().map(|&us| us as f64).collect())
-            .collect()
-    };
-    let (b, c) = (samples(base), samples(cand));
-    let boot = Bootstrap {
-        resamples: opts.resamples,
-        confidence: opts.confidence,
-        seed: opts.seed,
-    };
-    let ci = stats::ratio_of_medians(&b, &c, &boot);
-    let (verdict, certainty) = match &ci {
-        Some(ci) => latency_verdict(ci, opts),
-        None => (Verdict::Same, Certainty::NoSamples),
-    };
-    Row {
-        target: String::new(),
-        phase: String::new(),
-        metric,
-        baseline: summary(base),
-        candidate: summary(cand),
-        verdict,
-        certainty,
-        evidence: Evidence::Latency {
-            ci: ci.map(LatencyCi::from),
-            baseline_seconds: b.iter().map(Vec::len).sum(),
-            candidate_seconds: c.iter().map(Vec::len).sum(),
-        },
-    }
-}
-
-/// The rule of the module header, on one interval.
-fn latency_verdict(ci: &RatioCi, opts: &CompareOptions) -> (Verdict, Certainty) {
-    let up = 1.0 + opts.rel_threshold;
-    let down = 1.0 / up;
-    let floor_us = opts.abs_floor_ms * 1000.0;
-    let base = ci.baseline_median;
-    let diff_us = ci.candidate_median - base;
-    if ci.low > up && diff_us > floor_us {
-        return (Verdict::Worse, Certainty::Clear);
-    }
-    if ci.high < down && -diff_us > floor_us {
-        return (Verdict::Better, Certainty::Clear);
-    }
-    // Could the truth be a verdict? Only if the CI reaches past a threshold by more than the
-    // floor, measured on the baseline's median.
-    let could_be_worse = ci.high > up && (ci.high - 1.0) * base > floor_us;
-    let could_be_better = ci.low < down && (1.0 - ci.low) * base > floor_us;
-    let certainty = if could_be_worse || could_be_better {
-        Certainty::Inconclusive
-    } else {
-        Certainty::Clear
-    };
-    (Verdict::Same, certainty)
-}
-
-fn rate_row(metric: Metric, base: &PhaseRuns, cand: &PhaseRuns, opts: &CompareOptions) -> Row {
-    let runs =
-        |side: &PhaseRuns| -> Vec<f64> { side.iter().map(|(p, _)| metric.value(p)).collect() };
-    let (b, c) = (runs(base), runs(cand));
-    let threshold_pp = match metric {
-        Metric::OverAdmission | Metric::WrongfulDenial => opts.admission_threshold_pp,
-        _ => opts.status_threshold_pp,
-    };
-    let (mb, mc) = (mean(&b), mean(&c));
-    let change_pp = (mc - mb) * 100.0;
-    let verdict = if change_pp > threshold_pp {
-        Verdict::Worse
-    } else if -change_pp > threshold_pp {
-        Verdict::Better
-    } else {
-        Verdict::Same
-    };
-    Row {
-        target: String::new(),
-        phase: String::new(),
-        metric,
-        baseline: mb,
-        candidate: mc,
-        verdict,
-        certainty: Certainty::Clear,
-        evidence: Evidence::Rate {
-            baseline_runs: b,
-            candidate_runs: c,
-            threshold_pp,
-        },
-    }
 }
 
 /// What the reader should know besides the rows.
@@ -517,6 +464,19 @@ fn notes(baseline: &RunSet, candidate: &RunSet) -> Vec<String> {
         notes.push("the sides ran with different limits: rates compare different rules".into());
     }
     notes
+}
+
+/// Why each run of either side cannot be trusted, naming the run.
+fn untrusted(baseline: &RunSet, candidate: &RunSet) -> Vec<String> {
+    let mut why = Vec::new();
+    for (name, set) in [("baseline", baseline), ("candidate", candidate)] {
+        for (i, r) in set.repeats.iter().enumerate() {
+            for reason in r.run.untrusted() {
+                why.push(format!("{name} run {}: {reason}", i + 1));
+            }
+        }
+    }
+    why
 }
 
 /// Compares the candidate with the baseline by the rule of the module header. Errs on runs of
@@ -572,12 +532,7 @@ pub fn compare(
                 });
                 continue;
             }
-            for metric in Metric::ALL {
-                let mut row = if metric.is_latency() {
-                    latency_row(metric, &base, &cand, opts)
-                } else {
-                    rate_row(metric, &base, &cand, opts)
-                };
+            for mut row in rows::phase_rows(&base, &cand, opts) {
                 row.target = target.to_owned();
                 row.phase = phase.to_owned();
                 rows.push(row);
@@ -592,5 +547,6 @@ pub fn compare(
         rows,
         one_sided,
         notes: notes(baseline, candidate),
+        untrusted: untrusted(baseline, candidate),
     })
 }

@@ -3,7 +3,9 @@
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use super::{Certainty, CompareOptions, Comparison, Evidence, Metric, Row, Side, Verdict};
+use super::{
+    Certainty, CompareOptions, Comparison, Evidence, Metric, Row, Rule, RunRecovery, Side, Verdict,
+};
 
 #[derive(Tabled)]
 struct Cells {
@@ -18,11 +20,16 @@ struct Cells {
     how_sure: String,
 }
 
-fn value_text(metric: Metric, v: f64) -> String {
-    if metric.is_latency() {
-        format!("{:.2} ms", v / 1000.0)
-    } else {
-        format!("{:.1} %", v * 100.0)
+fn value_text(metric: Metric, v: Option<f64>) -> String {
+    let Some(v) = v else {
+        return "not measured".to_owned();
+    };
+    match metric {
+        m if m.is_latency() => format!("{:.2} ms", v / 1000.0),
+        m if m.is_share() => format!("{:.1} %", v * 100.0),
+        Metric::Recovery if v.is_infinite() => "never".to_owned(),
+        Metric::Recovery => format!("{v:.1} s"),
+        _ => format!("{v:.2}"),
     }
 }
 
@@ -35,37 +42,97 @@ fn signed(x: f64, decimals: usize) -> String {
 }
 
 fn change_text(row: &Row) -> String {
-    let (b, c) = (row.baseline, row.candidate);
-    if !row.metric.is_latency() {
-        return format!("{} pp", signed((c - b) * 100.0, 1));
-    }
-    let ms = format!("{} ms", signed((c - b) / 1000.0, 2));
-    if b > 0.0 {
-        format!("{ms} ({} %)", signed((c / b - 1.0) * 100.0, 1))
-    } else {
-        ms
+    let (Some(b), Some(c)) = (row.baseline, row.candidate) else {
+        return "—".to_owned();
+    };
+    let relative = |text: String| {
+        if b > 0.0 {
+            format!("{text} ({} %)", signed((c / b - 1.0) * 100.0, 1))
+        } else {
+            text
+        }
+    };
+    match row.metric {
+        m if m.is_latency() => relative(format!("{} ms", signed((c - b) / 1000.0, 2))),
+        m if m.is_share() => format!("{} pp", signed((c - b) * 100.0, 1)),
+        Metric::Recovery if b.is_infinite() && c.is_infinite() => "—".to_owned(),
+        Metric::Recovery if c.is_infinite() => "recovered → never".to_owned(),
+        Metric::Recovery if b.is_infinite() => "never → recovered".to_owned(),
+        Metric::Recovery => format!("{} s", signed(c - b, 1)),
+        _ => relative(signed(c - b, 2)),
     }
 }
 
 /// "12.0–14.1 %", or `None` when every run gave the same value.
-fn range_text(runs: &[f64]) -> Option<String> {
+fn range_text(metric: Metric, runs: &[f64]) -> Option<String> {
     let lo = runs.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = runs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let (lo, hi) = (format!("{:.1}", lo * 100.0), format!("{:.1}", hi * 100.0));
-    (lo != hi).then(|| format!("{lo}–{hi} %"))
+    let (lo, hi) = (value_text(metric, Some(lo)), value_text(metric, Some(hi)));
+    (lo != hi).then(|| format!("{lo} – {hi}"))
+}
+
+fn rule_short(rule: Rule) -> String {
+    match rule {
+        Rule::Points { pp } => format!("±{pp} pp"),
+        Rule::Growth { relative, absolute } => {
+            format!("±{:.0} % and ±{absolute}", relative * 100.0)
+        }
+    }
+}
+
+/// Why a row has no verdict, when a side did not measure it.
+fn unmeasured_text(row: &Row) -> Option<String> {
+    let side = match (row.baseline, row.candidate) {
+        (None, Some(_)) => "the baseline",
+        (Some(_), None) => "the candidate",
+        _ => "either side",
+    };
+    match row.certainty {
+        Certainty::NotMeasured if row.judged => Some(format!(
+            "not measured in {side}: fails (a check on a value that was not measured fails)"
+        )),
+        Certainty::NotMeasured => Some(format!("not measured in {side}")),
+        Certainty::NeitherMeasured => Some("measured on neither side: nothing to compare".into()),
+        _ => None,
+    }
+}
+
+fn runs_text(metric: Metric, baseline: &[Option<f64>], candidate: &[Option<f64>]) -> String {
+    let (nb, nc) = (baseline.len(), candidate.len());
+    if nb == 1 && nc == 1 {
+        return "one run each".to_owned();
+    }
+    let mut text = format!("mean of {nb} vs {nc} runs");
+    let measured = |runs: &[Option<f64>]| -> Vec<f64> { runs.iter().flatten().copied().collect() };
+    let (mb, mc) = (measured(baseline), measured(candidate));
+    let (rb, rc) = (range_text(metric, &mb), range_text(metric, &mc));
+    if rb.is_some() || rc.is_some() {
+        let single = |runs: &[f64]| value_text(metric, runs.first().copied());
+        text += &format!(
+            " (runs {} vs {})",
+            rb.unwrap_or_else(|| single(&mb)),
+            rc.unwrap_or_else(|| single(&mc))
+        );
+    }
+    let missing = |runs: &[Option<f64>]| runs.iter().filter(|v| v.is_none()).count();
+    let (xb, xc) = (missing(baseline), missing(candidate));
+    if xb + xc > 0 {
+        text += &format!(", not measured in {xb} vs {xc} runs");
+    }
+    text
 }
 
 fn how_sure_text(row: &Row, opts: &CompareOptions) -> String {
-    match &row.evidence {
+    let detail = match &row.evidence {
         Evidence::Latency {
             ci: Some(ci),
             baseline_seconds,
             candidate_seconds,
         } => {
             let head = format!(
-                "{:.0} % CI of the {} median ratio {:.2}–{:.2} (×{:.2}; {} vs {} s)",
+                "{:.0} % CI of the phase's {} ratio {:.2}–{:.2} (×{:.2}; {} vs {} s)",
                 opts.confidence * 100.0,
-                row.metric.sample_name(),
+                row.metric.label(),
                 ci.low,
                 ci.high,
                 ci.ratio,
@@ -80,37 +147,43 @@ fn how_sure_text(row: &Row, opts: &CompareOptions) -> String {
         Evidence::Latency {
             ci: None,
             baseline_seconds,
-            ..
-        } => {
-            let side = if *baseline_seconds == 0 {
-                "baseline"
-            } else {
-                "candidate"
-            };
-            format!("not decided: the {side} has no per-second samples of this phase")
-        }
-        Evidence::Rate {
+            candidate_seconds,
+        } => format!("no second answered: {baseline_seconds} vs {candidate_seconds} s"),
+        Evidence::Runs {
             baseline_runs,
             candidate_runs,
-            threshold_pp,
+            rule,
+        } => format!(
+            "{}, {}",
+            runs_text(row.metric, baseline_runs, candidate_runs),
+            rule_short(*rule)
+        ),
+        Evidence::Recovery {
+            baseline_runs,
+            candidate_runs,
+            threshold_s,
         } => {
-            let (nb, nc) = (baseline_runs.len(), candidate_runs.len());
-            if nb == 1 && nc == 1 {
-                return format!("one run each, ±{threshold_pp} pp");
-            }
-            let mut text = format!("mean of {nb} vs {nc} runs, ±{threshold_pp} pp");
-            let (rb, rc) = (range_text(baseline_runs), range_text(candidate_runs));
-            if rb.is_some() || rc.is_some() {
-                let single =
-                    |runs: &[f64]| format!("{:.1} %", runs.first().copied().unwrap_or(0.0) * 100.0);
-                text += &format!(
-                    " (runs {} vs {})",
-                    rb.unwrap_or_else(|| single(baseline_runs)),
-                    rc.unwrap_or_else(|| single(candidate_runs))
-                );
-            }
-            text
+            let list = |runs: &[RunRecovery]| {
+                runs.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            format!(
+                "runs {} vs {}, ±{threshold_s} s",
+                list(baseline_runs),
+                list(candidate_runs)
+            )
         }
+    };
+    let detail = match unmeasured_text(row) {
+        Some(why) => format!("{why}; {detail}"),
+        None => detail,
+    };
+    if row.judged {
+        detail
+    } else {
+        format!("{detail}; shown, not judged")
     }
 }
 
@@ -118,7 +191,10 @@ fn cells(c: &Comparison, markdown: bool) -> Vec<Cells> {
     c.rows
         .iter()
         .map(|r| {
-            let verdict = r.verdict.label();
+            let verdict = match r.certainty {
+                Certainty::NotMeasured | Certainty::NeitherMeasured => "no verdict",
+                _ => r.verdict.label(),
+            };
             Cells {
                 target: r.target.clone(),
                 phase: r.phase.clone(),
@@ -126,7 +202,7 @@ fn cells(c: &Comparison, markdown: bool) -> Vec<Cells> {
                 baseline: value_text(r.metric, r.baseline),
                 candidate: value_text(r.metric, r.candidate),
                 change: change_text(r),
-                verdict: if markdown && r.verdict != Verdict::Same {
+                verdict: if markdown && (r.verdict != Verdict::Same || r.fails_unmeasured()) {
                     format!("**{verdict}**")
                 } else {
                     verdict.to_owned()
@@ -137,26 +213,55 @@ fn cells(c: &Comparison, markdown: bool) -> Vec<Cells> {
         .collect()
 }
 
-/// "worse: 2 of 63 rows worse, 1 better, 60 same (3 inconclusive)".
+/// "worse: 2 of 60 judged rows worse, 1 better, 57 same (3 inconclusive), …".
 fn summary(c: &Comparison) -> String {
-    let count = |f: &dyn Fn(&Row) -> bool| c.rows.iter().filter(|r| f(r)).count();
+    let judged: Vec<&Row> = c.rows.iter().filter(|r| r.judged).collect();
+    let count = |f: &dyn Fn(&Row) -> bool| judged.iter().filter(|r| f(r)).count();
+    let measured = |r: &Row| {
+        !matches!(
+            r.certainty,
+            Certainty::NotMeasured | Certainty::NeitherMeasured
+        )
+    };
+    let head = if !c.untrusted.is_empty() {
+        "untrusted: the measurement cannot be trusted, no verdict (exit 3)"
+    } else if c.verdict() != Verdict::Worse && c.not_measured() > 0 {
+        "fails"
+    } else {
+        c.verdict().label()
+    };
     let mut s = format!(
-        "{}: {} of {} rows worse, {} better, {} same",
-        c.verdict().label(),
+        "{head}: {} of {} judged rows worse, {} better, {} same",
         count(&|r| r.verdict == Verdict::Worse),
-        c.rows.len(),
+        judged.len(),
         count(&|r| r.verdict == Verdict::Better),
-        count(&|r| r.verdict == Verdict::Same),
+        count(&|r| r.verdict == Verdict::Same && measured(r)),
     );
     let unsure = count(&|r| r.certainty == Certainty::Inconclusive);
-    let undecided = count(&|r| r.certainty == Certainty::NoSamples);
     if unsure > 0 {
-        s += &format!(", {unsure} of them inconclusive");
+        s += &format!(" ({unsure} inconclusive)");
     }
-    if undecided > 0 {
-        s += &format!(", {undecided} not decided for want of samples");
+    let not_measured = c.not_measured();
+    if not_measured > 0 {
+        s += &format!(
+            ", {not_measured} not measured on one side (a check on a value that was not \
+             measured fails)"
+        );
+    }
+    let neither = count(&|r| r.certainty == Certainty::NeitherMeasured);
+    if neither > 0 {
+        s += &format!(", {neither} measured on neither side (nothing to compare)");
     }
     s
+}
+
+/// The notes, the untrusted runs first: one line each.
+fn note_lines(c: &Comparison) -> Vec<String> {
+    let untrusted = c.untrusted.iter().map(|why| format!("untrusted: {why}"));
+    untrusted
+        .chain(one_sided_lines(c))
+        .chain(c.notes.iter().cloned())
+        .collect()
 }
 
 fn one_sided_lines(c: &Comparison) -> Vec<String> {
@@ -177,11 +282,15 @@ fn one_sided_lines(c: &Comparison) -> Vec<String> {
 
 fn rule_text(o: &CompareOptions) -> String {
     format!(
-        "latency: decided on the per-second p50 / p99 / max of all tenants, pooled over runs; \
-         worse or better only when the whole {:.0} % bootstrap CI ({} resamples, runs then \
-         seconds) of the ratio of medians is beyond ×{:.2} (or ×{:.2}) and the medians differ \
-         by more than {} ms. Rates: mean over runs, worse or better beyond ±{} pp (429 %, 5xx %) \
-         or ±{} pp (over-admission, wrongful denial); higher is worse.",
+        "latency: the phase's own p50 / p99 / p99.9 (all requests, all tenants; its seconds' \
+         histograms added); worse or better only when the whole {:.0} % bootstrap CI ({} \
+         resamples, runs then seconds) of the candidate ÷ baseline ratio is beyond ×{:.2} (or \
+         ×{:.2}) and the percentiles differ by more than {} ms. Shares: mean over runs, worse or \
+         better beyond ±{} pp (429 %, 503 %, 5xx %, transport errors) or ±{} pp \
+         (over-admission, wrongful denial). Amplification: mean over runs, ±{:.0} % and ±{}. \
+         Recovery: median over runs, ±{} s, never is worse than any time. 429 % (and 503 % of a \
+         target refusing with 503) is shown, not judged; a judged value one side did not \
+         measure fails.",
         o.confidence * 100.0,
         o.resamples,
         1.0 + o.rel_threshold,
@@ -189,6 +298,9 @@ fn rule_text(o: &CompareOptions) -> String {
         o.abs_floor_ms,
         o.status_threshold_pp,
         o.admission_threshold_pp,
+        o.amplification_rel * 100.0,
+        o.amplification_abs,
+        o.recovery_threshold_s,
     )
 }
 
@@ -218,7 +330,7 @@ pub fn render_table(c: &Comparison) -> String {
         .with(Style::rounded())
         .to_string();
     out += "\n";
-    for line in one_sided_lines(c).iter().chain(&c.notes) {
+    for line in note_lines(c) {
         out += &format!("note: {line}\n");
     }
     out += &format!("rule: {}\n", rule_text(&c.options));
@@ -237,7 +349,7 @@ pub fn render_markdown(c: &Comparison) -> String {
         .with(Style::markdown())
         .to_string();
     out += "\n\n";
-    for line in one_sided_lines(c).iter().chain(&c.notes) {
+    for line in note_lines(c) {
         out += &format!("- {line}\n");
     }
     out += &format!("\n_{}_\n", rule_text(&c.options));

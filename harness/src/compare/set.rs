@@ -1,40 +1,40 @@
 //! The two sides of a comparison: run sets read from results folders, repeat folders and
 //! baseline files, and the baseline file itself.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use base64::Engine as _;
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::{BASELINE_VERSION, CompareError, SideInfo};
-use crate::results::read::{ReadError, read_series};
-use crate::results::{PhaseResult, RunResult, SCHEMA_VERSION};
+use crate::metrics::{pack, unpack};
+use crate::results::hlog;
+use crate::results::read::{ReadError, SERIES_HEADER, SeriesRow, parse_series, read_series};
+use crate::results::{PhaseResult, RunResult, SCHEMA_VERSION, TargetResult};
 
 /// One side of a comparison: the runs of one scenario.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunSet {
     pub scenario: String,
     /// Where it was read from, for the report.
-    #[serde(skip)]
     pub source: String,
     pub repeats: Vec<Repeat>,
 }
 
-/// One run: its `run.json` and its per-second latency per target × phase.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Each second's latency histogram of one target, all tenants together, by second since the
+/// run's start; a second in which nothing was answered has none.
+pub type Seconds = BTreeMap<u64, Histogram<u64>>;
+
+/// One run: its `run.json`, its `series.csv` (what recovery is judged on) and, per target, the
+/// `all` intervals of its `seconds.hlog` (what latency is judged on).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Repeat {
     pub run: RunResult,
-    pub seconds: Vec<PhaseSeconds>,
-}
-
-/// The per-second latency of one target × phase in one run, all tenants together, µs, in
-/// second order; seconds in which nothing was answered are left out.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PhaseSeconds {
-    pub target: String,
-    pub phase: String,
-    pub p50_us: Vec<u64>,
-    pub p99_us: Vec<u64>,
-    pub max_us: Vec<u64>,
+    pub series: Vec<SeriesRow>,
+    /// Target name → its seconds.
+    pub seconds: BTreeMap<String, Seconds>,
 }
 
 /// `results/baselines/<scenario>.json`.
@@ -45,37 +45,93 @@ struct BaselineFile {
     scenario: String,
     /// The results folder it was saved from, as given.
     saved_from: String,
-    repeats: Vec<Repeat>,
+    repeats: Vec<SavedRepeat>,
+}
+
+/// One run in a baseline file: everything [`Repeat`] holds, in text.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedRepeat {
+    run: RunResult,
+    /// `series.csv`, line by line, header first.
+    series_csv: Vec<String>,
+    /// Target name → second → its histogram, base64 of HdrHistogram's V2 serialization (as
+    /// `metrics::pack` writes it).
+    seconds: BTreeMap<String, BTreeMap<u64, String>>,
 }
 
 impl Repeat {
-    /// Reads one results folder: `run.json` and the `all` rows of `series.csv`.
+    /// Reads one results folder: `run.json`, `series.csv` and the `all` intervals (tagged
+    /// `target/all`, one a second) of `seconds.hlog`.
     pub fn read(folder: &Path) -> Result<Self, CompareError> {
         let run = RunResult::read(folder)?;
-        let rows = read_series(folder)?;
-        let mut seconds: Vec<PhaseSeconds> = run
+        let series = read_series(folder)?;
+        let mut seconds: BTreeMap<String, Seconds> = run
             .targets
             .iter()
-            .flat_map(|t| {
-                t.phases.iter().map(|p| PhaseSeconds {
-                    target: t.name.clone(),
-                    phase: p.name.clone(),
-                    ..PhaseSeconds::default()
-                })
-            })
+            .map(|t| (t.name.clone(), Seconds::new()))
             .collect();
-        // A second with nothing answered has no latency (its percentiles are written as 0).
-        for row in rows.iter().filter(|r| r.tenant == "all" && r.max_us > 0) {
-            if let Some(s) = seconds
-                .iter_mut()
-                .find(|s| s.target == row.target && s.phase == row.phase)
+        for i in hlog::read(&folder.join("seconds.hlog"))? {
+            let Some((target, "all")) = i.tag.rsplit_once('/') else {
+                continue;
+            };
+            if let Some(by_second) = seconds.get_mut(target)
+                && !i.histogram.is_empty()
             {
-                s.p50_us.push(row.p50_us);
-                s.p99_us.push(row.p99_us);
-                s.max_us.push(row.max_us);
+                by_second.insert(i.start.as_secs(), i.histogram);
             }
         }
-        Ok(Self { run, seconds })
+        Ok(Self {
+            run,
+            series,
+            seconds,
+        })
+    }
+
+    fn saved(&self) -> SavedRepeat {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        SavedRepeat {
+            run: self.run.clone(),
+            series_csv: std::iter::once(SERIES_HEADER.to_owned())
+                .chain(self.series.iter().map(SeriesRow::csv_line))
+                .collect(),
+            seconds: self
+                .seconds
+                .iter()
+                .map(|(target, by_second)| {
+                    let encoded = by_second
+                        .iter()
+                        .map(|(&s, h)| (s, b64.encode(pack(h))))
+                        .collect();
+                    (target.clone(), encoded)
+                })
+                .collect(),
+        }
+    }
+
+    fn from_saved(path: &Path, saved: SavedRepeat) -> Result<Self, CompareError> {
+        let bad = |message: String| CompareError::Baseline {
+            path: path.to_owned(),
+            message,
+        };
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut seconds = BTreeMap::new();
+        for (target, encoded) in saved.seconds {
+            let mut by_second = Seconds::new();
+            for (s, text) in encoded {
+                let bytes = b64
+                    .decode(&text)
+                    .map_err(|e| bad(format!("{target}, second {s}: {e}")))?;
+                let h = unpack(&bytes).map_err(|e| bad(format!("{target}, second {s}: {e}")))?;
+                by_second.insert(s, h);
+            }
+            seconds.insert(target, by_second);
+        }
+        Ok(Self {
+            series: parse_series(path, &saved.series_csv.join("\n"))?,
+            run: saved.run,
+            seconds,
+        })
     }
 }
 
@@ -131,22 +187,38 @@ fn read_baseline(path: &Path, text: &str) -> Result<RunSet, CompareError> {
     let set = RunSet {
         scenario: file.scenario,
         source: path.display().to_string(),
-        repeats: file.repeats,
+        repeats: file
+            .repeats
+            .into_iter()
+            .map(|r| Repeat::from_saved(path, r))
+            .collect::<Result<_, _>>()?,
     };
-    check_one_scenario(path, &set)?;
+    check_set(path, &set)?;
     Ok(set)
 }
 
-fn check_one_scenario(path: &Path, set: &RunSet) -> Result<(), CompareError> {
-    match set.repeats.iter().find(|r| r.run.scenario != set.scenario) {
-        Some(other) => Err(CompareError::MixedScenarios {
+/// Refuses a set that is not one whole scenario's runs: runs of several scenarios, no run, or
+/// one worker's share (its over-admission and wrongful denial are not measured, and its
+/// latency is that of part of the traffic).
+fn check_set(path: &Path, set: &RunSet) -> Result<(), CompareError> {
+    if let Some(other) = set.repeats.iter().find(|r| r.run.scenario != set.scenario) {
+        return Err(CompareError::MixedScenarios {
             path: path.to_owned(),
             first: set.scenario.clone(),
             other: other.run.scenario.clone(),
-        }),
-        None if set.repeats.is_empty() => Err(not_results(path)),
-        None => Ok(()),
+        });
     }
+    if let Some(worker) = set.repeats.iter().find_map(|r| r.run.worker) {
+        return Err(CompareError::Worker {
+            path: path.to_owned(),
+            index: worker.share.index,
+            count: worker.share.count,
+        });
+    }
+    if set.repeats.is_empty() {
+        return Err(not_results(path));
+    }
+    Ok(())
 }
 
 /// Reads one side: a baseline file, a results folder (or its `run.json`), or a repeat folder.
@@ -182,7 +254,7 @@ pub fn load_set(path: &Path) -> Result<RunSet, CompareError> {
         source: path.display().to_string(),
         repeats,
     };
-    check_one_scenario(path, &set)?;
+    check_set(path, &set)?;
     Ok(set)
 }
 
@@ -204,7 +276,7 @@ pub fn save_baseline(results: &Path, baselines_dir: &Path) -> Result<PathBuf, Co
         baseline_version: BASELINE_VERSION,
         scenario: set.scenario.clone(),
         saved_from: results.display().to_string(),
-        repeats: set.repeats,
+        repeats: set.repeats.iter().map(Repeat::saved).collect(),
     };
     let json = serde_json::to_string_pretty(&file).map_err(|e| write_err(e.into()))?;
     std::fs::create_dir_all(baselines_dir).map_err(write_err)?;
@@ -213,6 +285,30 @@ pub fn save_baseline(results: &Path, baselines_dir: &Path) -> Result<PathBuf, Co
     std::fs::write(&partial, json + "\n").map_err(write_err)?;
     std::fs::rename(&partial, &path).map_err(write_err)?;
     Ok(path)
+}
+
+/// One run's target × phase: what a row reads.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PhaseRun<'a> {
+    pub(super) repeat: &'a Repeat,
+    pub(super) target: &'a TargetResult,
+    pub(super) phase: &'a PhaseResult,
+}
+
+impl<'a> PhaseRun<'a> {
+    /// The histograms of the seconds that start within the phase, in second order (the rule
+    /// `series.csv` files seconds under phases by).
+    pub(super) fn seconds(&self) -> Vec<&'a Histogram<u64>> {
+        let (start, end) = (self.phase.start_s, self.phase.end_s);
+        self.repeat
+            .seconds
+            .get(&self.target.name)
+            .into_iter()
+            .flatten()
+            .filter(|&(&s, _)| s as f64 >= start && (s as f64) < end)
+            .map(|(_, h)| h)
+            .collect()
+    }
 }
 
 impl RunSet {
@@ -229,22 +325,18 @@ impl RunSet {
             .flat_map(|t| t.phases.iter().map(|p| p.name.as_str()))
     }
 
-    /// Each run that has this target × phase: its summary and its per-second samples.
-    pub(super) fn runs_of(
-        &self,
-        target: &str,
-        phase: &str,
-    ) -> Vec<(&PhaseResult, Option<&PhaseSeconds>)> {
+    /// Each run that has this target × phase.
+    pub(super) fn runs_of(&self, target: &str, phase: &str) -> Vec<PhaseRun<'_>> {
         self.repeats
             .iter()
-            .filter_map(|r| {
-                let t = r.run.targets.iter().find(|t| t.name == target)?;
-                let p = t.phases.iter().find(|p| p.name == phase)?;
-                let s = r
-                    .seconds
-                    .iter()
-                    .find(|s| s.target == target && s.phase == phase);
-                Some((p, s))
+            .filter_map(|repeat| {
+                let target = repeat.run.targets.iter().find(|t| t.name == target)?;
+                let phase = target.phases.iter().find(|p| p.name == phase)?;
+                Some(PhaseRun {
+                    repeat,
+                    target,
+                    phase,
+                })
             })
             .collect()
     }

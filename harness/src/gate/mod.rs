@@ -4,8 +4,12 @@
 //! the run did not measure (a cell nothing reached the target in, a recovery with too little
 //! time after the fault) fails and says so.
 
+mod metric;
 mod output;
 pub mod recovery;
+
+use metric::METRICS;
+pub use metric::Metric;
 
 use std::fmt;
 use std::path::Path;
@@ -44,97 +48,6 @@ pub enum GateError {
     },
 }
 
-/// What a gate measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Metric {
-    P50Ms,
-    P99Ms,
-    P999Ms,
-    /// 2xx ÷ offered: how much was served at all.
-    Rate2xx,
-    /// 429s ÷ offered (0.05 = 5 %).
-    Rate429,
-    /// 503s ÷ offered (a deliberate "unavailable", e.g. NGINX's limit_req default).
-    Rate503,
-    /// 5xx ÷ offered.
-    Rate5xx,
-    /// A count of refused, reset and timed-out requests.
-    TransportErrors,
-    OverAdmission,
-    /// Over-admission beyond one window's limit: 0 for a correct limiter at any phase length.
-    OverAdmissionBeyondWindow,
-    WrongfulDenial,
-    /// Seconds from the end of the gate's phase (the fault) until back in the steady band.
-    RecoveryS,
-    /// Redis commands per request offered.
-    StoreAmplification,
-    /// Redis commands per attempt sent.
-    StoreAmplificationPerAttempt,
-    /// Attempts sent per request offered (retrying clients above 1).
-    ClientAmplification,
-}
-
-const METRICS: [(&str, Metric); 15] = [
-    ("p50_ms", Metric::P50Ms),
-    ("p99_ms", Metric::P99Ms),
-    ("p999_ms", Metric::P999Ms),
-    ("rate_2xx", Metric::Rate2xx),
-    ("rate_429", Metric::Rate429),
-    ("rate_503", Metric::Rate503),
-    ("rate_5xx", Metric::Rate5xx),
-    ("transport_errors", Metric::TransportErrors),
-    ("over_admission", Metric::OverAdmission),
-    (
-        "over_admission_beyond_window",
-        Metric::OverAdmissionBeyondWindow,
-    ),
-    ("wrongful_denial", Metric::WrongfulDenial),
-    ("recovery_s", Metric::RecoveryS),
-    ("store_amplification", Metric::StoreAmplification),
-    (
-        "store_amplification_per_attempt",
-        Metric::StoreAmplificationPerAttempt,
-    ),
-    ("client_amplification", Metric::ClientAmplification),
-];
-
-impl Metric {
-    pub fn name(self) -> &'static str {
-        METRICS
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map_or("?", |(n, _)| n)
-    }
-
-    fn per_tenant(self) -> bool {
-        !matches!(
-            self,
-            Self::RecoveryS | Self::StoreAmplification | Self::StoreAmplificationPerAttempt
-        )
-    }
-
-    /// How a value of this metric reads: shares as %, times with their unit.
-    pub fn format(self, v: f64) -> String {
-        match self {
-            Self::P50Ms | Self::P99Ms | Self::P999Ms => format!("{v:.1} ms"),
-            Self::Rate2xx
-            | Self::Rate429
-            | Self::Rate503
-            | Self::Rate5xx
-            | Self::OverAdmission
-            | Self::OverAdmissionBeyondWindow
-            | Self::WrongfulDenial => {
-                format!("{:.1} %", v * 100.0)
-            }
-            Self::TransportErrors => format!("{v:.0}"),
-            Self::RecoveryS => format!("{v:.1} s"),
-            Self::StoreAmplification
-            | Self::StoreAmplificationPerAttempt
-            | Self::ClientAmplification => format!("{v:.2}"),
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Bound {
     Max(f64),
@@ -160,6 +73,12 @@ pub enum Actual {
     /// The run did not measure it, and why: it fails whatever the bound, never passing on
     /// nothing.
     NotMeasured(String),
+    /// Not measured, but known to be at least `value` (a recovery the run's end cut short):
+    /// it satisfies a `min` it reaches, and fails every `max`.
+    AtLeast {
+        value: f64,
+        why: String,
+    },
 }
 
 impl Actual {
@@ -168,6 +87,7 @@ impl Actual {
             Self::Value(v) => bound.admits(*v),
             Self::Unbounded => matches!(bound, Bound::Min(_)),
             Self::NotMeasured(_) => false,
+            Self::AtLeast { value, .. } => matches!(bound, Bound::Min(min) if *value >= min),
         }
     }
 
@@ -189,6 +109,10 @@ impl From<Recovery> for Actual {
         match r {
             Recovery::Recovered { after_s, .. } => Self::Value(after_s),
             Recovery::Never => Self::Unbounded,
+            Recovery::NotMeasured { at_least_s, .. } if at_least_s > 0.0 => Self::AtLeast {
+                value: at_least_s,
+                why: r.to_string(),
+            },
             Recovery::NotMeasured { .. } => Self::NotMeasured(r.to_string()),
         }
     }
@@ -339,7 +263,9 @@ impl Check {
         match &self.actual {
             Actual::Value(v) => self.metric.format(*v),
             Actual::Unbounded => "never".into(),
-            Actual::NotMeasured(why) => format!("not measured: {why}"),
+            Actual::NotMeasured(why) | Actual::AtLeast { why, .. } => {
+                format!("not measured: {why}")
+            }
         }
     }
 

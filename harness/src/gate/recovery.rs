@@ -22,9 +22,10 @@
 //! K seconds is long enough for a half-open breaker or a reconnect to show, and two windows
 //! let a window-long burst pass. Later seconds out of band are counted as relapses, not a
 //! later recovery. If fewer than K seconds with traffic follow the fault, or the span ends in a
-//! stretch in band shorter than K, the recovery was **not measured**; if the span ends out of
-//! band with no K-second stretch in band, it **never** recovered (unbounded: it satisfies a
-//! `min` gate and fails a `max`).
+//! stretch in band shorter than K, the recovery was **not measured**, but it is known to be at
+//! least the time to that last stretch (so a `min` gate it exceeds passes, and any `max` gate
+//! fails); if the span ends out of band with no K-second stretch in band, it **never**
+//! recovered (unbounded: it satisfies a `min` gate and fails a `max`).
 
 use crate::metrics::Counts;
 
@@ -121,8 +122,13 @@ pub enum Recovery {
     /// The span ended out of band, with no K seconds in a row in band before.
     Never,
     /// Too little traffic after the fault to tell: fewer than K seconds, or a stretch in band
-    /// that the span's end cut short of K.
-    NotMeasured { seconds: usize, needed: usize },
+    /// that the span's end cut short of K. It took `at_least_s` at least: the time to that
+    /// last stretch in band (or to the span's end, when it ended out of band).
+    NotMeasured {
+        seconds: usize,
+        needed: usize,
+        at_least_s: f64,
+    },
 }
 
 impl Recovery {
@@ -148,9 +154,14 @@ impl std::fmt::Display for Recovery {
                 if *relapses == 1 { "" } else { "s" }
             ),
             Self::Never => f.write_str("never"),
-            Self::NotMeasured { seconds, needed } => write!(
+            Self::NotMeasured {
+                seconds,
+                needed,
+                at_least_s,
+            } => write!(
                 f,
-                "not measured ({seconds} s to judge, {needed} s in band needed)"
+                "not measured ({seconds} s to judge, {needed} s in band needed; at least \
+                 {at_least_s:.1} s)"
             ),
         }
     }
@@ -175,9 +186,19 @@ pub fn recovery(
         .filter(|s| s.at_s + 1.0 > fault_end_s && s.offered > 0)
         .filter(|s| until_s.is_none_or(|until| s.at_s < until))
         .collect();
+    // The stretch in band the span ends in, if it does: recovery took at least until then.
+    let last_stretch = later
+        .iter()
+        .rposition(|s| !band.holds(s))
+        .map_or(0, |i| i + 1);
+    let at_least_s = later
+        .get(last_stretch)
+        .map_or_else(|| later.last().map_or(0.0, |s| s.at_s + 1.0), |s| s.at_s)
+        - fault_end_s;
     let not_measured = Recovery::NotMeasured {
         seconds: later.len(),
         needed,
+        at_least_s: at_least_s.max(0.0),
     };
     if later.len() < needed {
         return not_measured;
@@ -330,23 +351,29 @@ mod tests {
             recovery(&short, 40.0, None, &band(), 3),
             Recovery::NotMeasured {
                 seconds: 2,
-                needed: 3
+                needed: 3,
+                at_least_s: 0.0
             }
         );
         assert_eq!(
             recovery(&[], 40.0, None, &band(), 3),
             Recovery::NotMeasured {
                 seconds: 0,
-                needed: 3
+                needed: 3,
+                at_least_s: 0.0
             }
         );
         // Out of band, then in band until the end, but for fewer than K seconds: the run
-        // ended before a recovery could be told from a passing lull.
+        // ended before a recovery could be told from a passing lull; it took at least 2 s.
         let cut_short = seconds(&[false, false, true, true]);
-        assert!(matches!(
+        assert_eq!(
             recovery(&cut_short, 40.0, None, &band(), 3),
-            Recovery::NotMeasured { .. }
-        ));
+            Recovery::NotMeasured {
+                seconds: 4,
+                needed: 3,
+                at_least_s: 2.0
+            }
+        );
     }
 
     #[test]

@@ -451,3 +451,30 @@ fn the_shipped_scenarios_gates_parse_and_name_only_known_phases_and_tenants() {
     }
     assert_eq!(gated, ["hung-redis", "redis-down", "slow-redis"]);
 }
+
+#[test]
+fn a_recovery_the_runs_end_cut_short_satisfies_a_minimum_it_reached_and_fails_every_maximum() {
+    let cut_short = Actual::from(Recovery::NotMeasured {
+        seconds: 8,
+        needed: 3,
+        at_least_s: 6.0,
+    });
+    assert!(cut_short.passes(Bound::Min(1.0)), "known to be ≥ 6 s");
+    assert!(
+        !cut_short.passes(Bound::Min(7.0)),
+        "6 s proves nothing of 7"
+    );
+    assert!(
+        !cut_short.passes(Bound::Max(10.0)),
+        "not measured fails a max"
+    );
+    assert_eq!(cut_short.value(), None);
+    let nothing = Actual::from(Recovery::NotMeasured {
+        seconds: 2,
+        needed: 3,
+        at_least_s: 0.0,
+    });
+    assert!(!nothing.passes(Bound::Min(0.0)) && !nothing.passes(Bound::Max(5.0)));
+    assert!(Actual::Unbounded.passes(Bound::Min(1e9)));
+    assert!(!Actual::Unbounded.passes(Bound::Max(1e9)));
+}

@@ -23,9 +23,16 @@
 //!   only where the 0.2 ms lag goal (set at 5,000 req/s) does not apply.
 //!
 //! Bounds: at most `max_in_flight_per_target` requests in flight per target (a semaphore);
-//! one due beyond it is dropped and recorded as [`Outcome::Dropped`], never delayed. A
-//! connection carries one request at a time, so an instance never has more connections than
-//! that bound. No per-request state outlives the request: memory does not grow with the run.
+//! one due beyond it is dropped and recorded as [`Outcome::Dropped`]
+//! ([`DropCause::InFlightBound`]), never delayed. A connection carries one request at a time,
+//! so an instance never has more connections than that bound. No per-request state outlives
+//! the request: memory does not grow with the run.
+//!
+//! Every request sent is recorded, answered or not: its task owns an `InFlight` guard, and a
+//! task still waiting when the run stops (an interrupted run's grace ran out) is dropped with
+//! the load thread's runtime, before [`try_run`] returns; its guard then records it as
+//! `Transport(Abandoned)`, its latency running to that moment. On a hung store those are the
+//! slowest requests of the run: losing them would flatter the tail.
 //!
 //! Client behaviours ([`Client`]): a request's task sends its retries itself, on the next
 //! instance for a round-robin tenant (as a balancer would), holding its in-flight permit
@@ -36,7 +43,6 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::pin::pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -52,9 +58,10 @@ use tokio_util::task::TaskTracker;
 
 use super::client::{Client, Throttle};
 use super::exchange::{self, Pool};
+use super::in_flight::{InFlight, Settled};
 use super::pacer::Pacer;
 use super::schedule::Schedule;
-use super::{LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread};
+use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread};
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
 /// they never share a stream with the arrival schedules.
@@ -113,7 +120,8 @@ pub enum LoadError {
 ///
 /// Ends when every scheduled request has been sent and answered or timed out. On `cancel` it
 /// stops sending at once, counts what was left as [`LoadSummary::cancelled`], and waits for
-/// the requests in flight for a short grace (250 ms, at most the request timeout).
+/// the requests in flight for a short grace (250 ms, at most the request timeout); those still
+/// unanswered then are recorded as abandoned ([`LoadSummary::abandoned`]).
 /// Samples are recorded from the load thread; none is recorded after this returns.
 pub async fn try_run(
     plan: LoadPlan,
@@ -136,9 +144,13 @@ pub async fn try_run(
                 .map_err(LoadError::Start)
                 .and_then(|runtime| {
                     let load = Load::new(prepared, &plan, start, recorder);
+                    let settled = Arc::clone(&load.settled);
                     // Leaving block_on stops every task; dropping the runtime drops what is
-                    // left (the abandoned requests) before the caller hears the result.
-                    runtime.block_on(load.drive(cancel))
+                    // left (the abandoned requests), each recording its sample, before the
+                    // caller hears the result.
+                    let summary = runtime.block_on(load.drive(cancel));
+                    drop(runtime);
+                    summary.map(|summary| settled.complete(summary))
                 });
             // The receiver is gone only if the caller stopped waiting.
             let _ = done_tx.send(result);
@@ -348,8 +360,8 @@ struct Load {
     start: Instant,
     /// No retry starts after this.
     end: Instant,
-    /// Retries of the requests whose samples were recorded.
-    retries: Arc<AtomicU64>,
+    /// What the requests' tasks count as they record their samples.
+    settled: Arc<Settled>,
     /// No retry starts once this fires.
     cancel: CancellationToken,
     quantum: Duration,
@@ -415,7 +427,7 @@ impl Load {
                 .collect(),
             start,
             end: start + plan.duration,
-            retries: Arc::new(AtomicU64::new(0)),
+            settled: Arc::new(Settled::default()),
             cancel: CancellationToken::new(),
             request_timeout: plan.request_timeout,
             recorder,
@@ -472,6 +484,10 @@ impl Load {
             }
         }
 
+        if was_cancelled {
+            self.summary.stopped_sending_at =
+                Some(Instant::now().saturating_duration_since(self.start));
+        }
         self.tasks.close();
         let grace = CANCEL_GRACE.min(self.request_timeout);
         if was_cancelled {
@@ -487,9 +503,8 @@ impl Load {
                 }
             }
         }
-        // Counted on the load thread: no task runs between this and the runtime's drop.
-        self.summary.abandoned = self.tasks.len() as u64;
-        self.summary.retries = self.retries.load(Ordering::Relaxed);
+        // The requests still in flight are recorded as the runtime drops them; their counts
+        // (abandoned, retries) are read after that (`Settled::complete`).
         if was_cancelled {
             // Counted by walking the rest of each schedule: exact, and done once the requests
             // in flight are settled, since it can take a moment on a long run.
@@ -531,8 +546,10 @@ impl Load {
             }
         }
         let Ok(permit) = self.in_flight[target].clone().try_acquire_owned() else {
+            let cause = DropCause::InFlightBound;
             self.summary.dropped += 1;
-            self.recorder.record(&unsent(Outcome::Dropped));
+            self.summary.dropped_by_cause.count(cause);
+            self.recorder.record(&unsent(Outcome::Dropped(cause)));
             return;
         };
         self.summary.sent += 1;
@@ -559,28 +576,21 @@ impl Load {
             end: self.end,
             timeout: self.request_timeout,
         };
-        let retries = Arc::clone(&self.retries);
-        let recorder = Arc::clone(&self.recorder);
-        let scheduled_at = self.start + offset;
+        // Built before the task, so a task dropped before it ever ran records its sample too.
+        let mut in_flight = InFlight::new(
+            Arc::clone(&self.recorder),
+            Arc::clone(&self.settled),
+            (target, tenant, instance),
+            offset,
+            self.start,
+        );
         self.tasks.spawn(async move {
             // The actual send: the task's first poll, right before the request is handed to
             // the connection.
-            let sent_at = Instant::now();
-            let (outcome, attempts) = request.run().await;
+            let outcome = request.run(in_flight.sending()).await;
             let done_at = Instant::now();
             drop(permit);
-            retries.fetch_add(u64::from(attempts - 1), Ordering::Relaxed);
-            recorder.record(&Sample {
-                target,
-                tenant,
-                instance,
-                scheduled: offset,
-                send_lag: sent_at.saturating_duration_since(scheduled_at),
-                latency: done_at.saturating_duration_since(scheduled_at),
-                service_time: done_at.saturating_duration_since(sent_at),
-                outcome,
-                attempts,
-            });
+            in_flight.answered(outcome, done_at);
         });
     }
 }
@@ -608,16 +618,17 @@ struct Attempts {
 }
 
 impl Attempts {
-    /// Sends until the client is done: the last outcome, and how many attempts were sent.
-    async fn run(mut self) -> (Outcome, u32) {
-        let mut sent = 0;
+    /// Sends until the client is done: the last outcome. `sent` counts the attempts as they
+    /// leave (the one awaiting its answer included), so a request abandoned mid-way knows
+    /// how many it sent.
+    async fn run(mut self, sent: &mut u32) -> Outcome {
         loop {
-            let instance = self.instance(sent);
+            let instance = self.instance(*sent);
             let host = &self.members.hosts[instance];
             let request = self.prepared.request(self.target, host, self.tenant);
+            *sent += 1;
             let (outcome, retry_after) =
                 exchange::exchange(&self.members.pools[instance], request, self.timeout).await;
-            sent += 1;
             if outcome == Outcome::Admitted
                 && let Some(throttle) = &self.throttle
             {
@@ -628,21 +639,21 @@ impl Attempts {
                     .accept(now);
             }
             let Some(rng) = self.rng.as_mut() else {
-                return (outcome, sent);
+                return outcome;
             };
-            let Some(wait) = self.client.next_wait(sent, outcome, retry_after, rng) else {
-                return (outcome, sent);
+            let Some(wait) = self.client.next_wait(*sent, outcome, retry_after, rng) else {
+                return outcome;
             };
             // Past the run's end (or once it is cancelled) the run is over for the clients
             // too: bounded in time.
             let Some(at) = Instant::now().checked_add(wait).filter(|at| *at < self.end) else {
-                return (outcome, sent);
+                return outcome;
             };
             if !wait.is_zero() {
                 tokio::time::sleep_until(at.into()).await;
             }
             if self.cancel.is_cancelled() {
-                return (outcome, sent);
+                return outcome;
             }
             if self.rotation.version() != self.version {
                 self.version = self.rotation.version();

@@ -10,12 +10,15 @@
 //!   what is in flight and classifies what comes back ([`try_run`]).
 //! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`).
 //! - `exchange`: one HTTP exchange on a pooled keep-alive connection, and its classification.
+//! - `in_flight`: a request sent, until its sample is recorded, also when the run stops
+//!   before its answer comes (abandoned).
 //! - [`client`]: how a tenant's clients react to answers (retries, adaptive throttling).
 //! - [`rotation`]: a target's instances in and out of the balancer's rotation.
 
 pub mod client;
 mod engine;
 mod exchange;
+mod in_flight;
 mod pacer;
 pub mod rotation;
 pub mod schedule;
@@ -137,6 +140,55 @@ pub enum TransportError {
     Reset,
     Timeout,
     Other,
+    /// The run stopped before it was answered: still in flight when an interrupted run's
+    /// grace for its requests ran out. Its latency runs to that moment, so the slowest
+    /// requests of a hung target are counted, not lost.
+    Abandoned,
+}
+
+/// Why a due request was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropCause {
+    /// The target already had `max_in_flight_per_target` requests in flight.
+    InFlightBound,
+    /// Due arrivals the generator could not send in time: past the timeline's end, or a
+    /// generator too far behind its schedule. Reserved: no engine produces it yet.
+    Backlog,
+    /// The target's connection limit was reached. Reserved: no engine produces it yet.
+    ConnectionCap,
+}
+
+/// Dropped requests by [`DropCause`]; their sum is the run's `dropped`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub struct DroppedByCause {
+    pub in_flight_bound: u64,
+    #[serde(default)]
+    pub backlog: u64,
+    #[serde(default)]
+    pub connection_cap: u64,
+}
+
+impl DroppedByCause {
+    /// Counts one drop.
+    pub fn count(&mut self, cause: DropCause) {
+        match cause {
+            DropCause::InFlightBound => self.in_flight_bound += 1,
+            DropCause::Backlog => self.backlog += 1,
+            DropCause::ConnectionCap => self.connection_cap += 1,
+        }
+    }
+
+    /// Adds another part's counts (a batch's, a worker's).
+    pub fn add(&mut self, other: &DroppedByCause) {
+        self.in_flight_bound += other.in_flight_bound;
+        self.backlog += other.backlog;
+        self.connection_cap += other.connection_cap;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.in_flight_bound + self.backlog + self.connection_cap
+    }
 }
 
 /// What became of one scheduled request.
@@ -153,9 +205,12 @@ pub enum Outcome {
     /// Any other status (a 400 or 404 means the target or the plan is misconfigured).
     OtherStatus(u16),
     Transport(TransportError),
-    /// Not sent: the target already had `max_in_flight_per_target` requests in flight. Its
-    /// sample's durations are all zero: it has no latency to speak of.
-    Dropped,
+    /// Not sent, for the cause it carries (today: the target already had
+    /// `max_in_flight_per_target` requests in flight). Its sample's durations are all zero,
+    /// as measured; but a drop must never make the tail look better, so the metrics count it
+    /// in the latency histograms as a request that waited the whole request timeout (not in
+    /// the service time: it was never sent). See [`crate::metrics`].
+    Dropped(DropCause),
     /// Not sent: the tenant's client refused it itself (adaptive throttling). No latency.
     Throttled,
 }
@@ -181,11 +236,13 @@ pub struct Sample {
     pub instance: usize,
     /// When it should have been sent, since the run's start.
     pub scheduled: Duration,
-    /// How late it actually left (actual send − scheduled); zero for a dropped request.
+    /// How late it actually left (actual send − scheduled); zero for a request not sent.
     pub send_lag: Duration,
-    /// From the scheduled send to the end of the last answer (or the failure).
+    /// From the scheduled send to the end of the last answer (or the failure, or the moment
+    /// an interrupted run abandoned it).
     pub latency: Duration,
-    /// From the first actual send to the end of the last answer (or the failure).
+    /// From the first actual send to the end of the last answer (or the failure, or the
+    /// abandonment).
     pub service_time: Duration,
     /// The last attempt's outcome.
     pub outcome: Outcome,
@@ -208,11 +265,18 @@ pub struct LoadSummary {
     pub retries: u64,
     /// Refused by the tenant's own client (adaptive throttling), not sent.
     pub throttled: u64,
+    /// Not sent, every cause together: `dropped_by_cause.total()`.
     pub dropped: u64,
+    pub dropped_by_cause: DroppedByCause,
     /// Scheduled but never sent because the run was cancelled.
     pub cancelled: u64,
-    /// Sent, but still unanswered when the run was cancelled and its grace ran out: no sample
-    /// was recorded for them. Zero for a run that was not cancelled: every request carries its
-    /// own timeout, and the engine waits that long for the last ones.
+    /// Sent, but still unanswered when the run was cancelled and its grace ran out; each is
+    /// recorded as a sample with outcome `Transport(Abandoned)`, its latency up to that
+    /// moment. Zero for a run that was not cancelled: every request carries its own timeout,
+    /// and the engine waits that long for the last ones.
     pub abandoned: u64,
+    /// When sending stopped because the run was cancelled, since the run's start: the load
+    /// covered the timeline up to here (the grace given to the requests in flight after it
+    /// sent nothing). `None` when every scheduled request was sent.
+    pub stopped_sending_at: Option<Duration>,
 }

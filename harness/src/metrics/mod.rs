@@ -4,6 +4,15 @@
 //!
 //! Everything here adds up exactly ([`Measured::add`]): counts are summed and histograms
 //! added, which is how the results of several workers become one run's.
+//!
+//! Percentiles never improve because requests were dropped. A request the generator did not
+//! send ([`Outcome::Dropped`], whatever its cause) is counted in the latency histograms (its
+//! phase cell, its second, and that second's all-tenants slot) as a request that waited the
+//! request timeout ([`Shape::request_timeout`]): drops come from a target too slow to keep
+//! up, and without this rule a stall that dropped most of its slow requests would show a
+//! healthy p99. Its service time is not recorded: it was never sent. A request the tenant's
+//! own client refused ([`Outcome::Throttled`]) has no latency: that client chose not to
+//! wait. A request an interrupted run abandoned is recorded with its latency up to then.
 
 pub mod derived;
 
@@ -72,7 +81,8 @@ pub struct Counts {
     pub transport_error: u64,
     /// Statuses outside 2xx / 429 / 5xx (a misconfigured target or plan).
     pub other_status: u64,
-    /// Not sent: the in-flight bound was reached.
+    /// Not sent (the in-flight bound was reached, say); counted in latency as having waited
+    /// the request timeout.
     pub dropped: u64,
     /// Not sent: the tenant's client refused it itself (adaptive throttling).
     #[serde(default)]
@@ -94,7 +104,7 @@ impl Counts {
             Outcome::ServerError => self.server_error += 1,
             Outcome::OtherStatus(_) => self.other_status += 1,
             Outcome::Transport(_) => self.transport_error += 1,
-            Outcome::Dropped => self.dropped += 1,
+            Outcome::Dropped(_) => self.dropped += 1,
             Outcome::Throttled => self.throttled += 1,
         }
     }
@@ -160,10 +170,12 @@ impl Cell {
         }
     }
 
-    fn add(&mut self, s: &Sample) {
+    fn add(&mut self, s: &Sample, latency: Option<Duration>) {
         self.counts.add(s.outcome, s.attempts);
+        if let Some(latency) = latency {
+            self.latency.saturating_record(micros(latency));
+        }
         if s.attempts > 0 {
-            self.latency.saturating_record(micros(s.latency));
             self.service_time.saturating_record(micros(s.service_time));
         }
     }
@@ -176,6 +188,8 @@ pub struct LiveCounts {
     pub limited: AtomicU64,
     pub errors_5xx: AtomicU64,
     pub transport: AtomicU64,
+    /// Not sent, every cause together.
+    pub dropped: AtomicU64,
 }
 
 /// One second of one target × tenant: counts, and latency percentiles from the schedule.
@@ -233,11 +247,24 @@ pub struct Shape {
     /// The longest a request can stay unanswered: the request timeout, or for clients that
     /// retry, every attempt and wait of the longest chain.
     pub longest_request: Duration,
+    /// The scenario's `[load].request_timeout`: the latency a dropped request is counted
+    /// with.
+    pub request_timeout: Duration,
 }
 
 impl Shape {
     fn phase_at(&self, at: Duration) -> Option<usize> {
         self.phases.iter().position(|&(s, e)| s <= at && at < e)
+    }
+
+    /// The latency a sample is counted with: its own if it was sent; the request timeout if
+    /// it was dropped (see the module's header); none if its client refused it itself.
+    fn latency_of(&self, s: &Sample) -> Option<Duration> {
+        match s.outcome {
+            Outcome::Dropped(_) => Some(self.request_timeout),
+            _ if s.attempts > 0 => Some(s.latency),
+            _ => None,
+        }
     }
 }
 
@@ -383,14 +410,16 @@ impl Recorder for Collector {
                 live.errors_5xx.fetch_add(1, Ordering::Relaxed)
             }
             Outcome::Transport(_) => live.transport.fetch_add(1, Ordering::Relaxed),
+            Outcome::Dropped(_) => live.dropped.fetch_add(1, Ordering::Relaxed),
             _ => 0,
         };
         let phase = self.shape.phase_at(s.scheduled);
         let second = s.scheduled.as_secs() as usize;
+        let latency = self.shape.latency_of(s);
         let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let State { measured: m, open } = &mut *state;
         if let Some(p) = phase {
-            m.cells[s.target][s.tenant][p].add(s);
+            m.cells[s.target][s.tenant][p].add(s, latency);
         }
         for slot in [s.tenant, self.shape.tenants] {
             record_second(
@@ -399,6 +428,7 @@ impl Recorder for Collector {
                 &mut open[s.target][slot],
                 second,
                 s,
+                latency,
                 self.hold_s,
             );
         }
@@ -408,23 +438,26 @@ impl Recorder for Collector {
     }
 }
 
-/// Counts a sample in its second, records its latency while the second is open, and closes
-/// the seconds no request can still be answered in.
+/// Counts a sample in its second, records its `latency` (if it has one) while the second is
+/// open, and closes the seconds no request can still be answered in.
 fn record_second(
     seconds: &mut [Second],
     packed: &mut BTreeMap<usize, Vec<u8>>,
     open: &mut OpenSeconds,
     second: usize,
     s: &Sample,
+    latency: Option<Duration>,
     hold_s: usize,
 ) {
     if let Some(cell) = seconds.get_mut(second) {
         cell.counts.add(s.outcome, s.attempts);
-        if s.attempts > 0 && second >= open.closed_below {
+        if let Some(latency) = latency
+            && second >= open.closed_below
+        {
             open.by_second
                 .entry(second)
                 .or_insert_with(second_histogram)
-                .saturating_record(micros(s.latency));
+                .saturating_record(micros(latency));
         }
     }
     let close_below = second.saturating_sub(hold_s);
@@ -442,157 +475,4 @@ fn record_second(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::load::TransportError;
-
-    fn sample(target: usize, tenant: usize, at_ms: u64, outcome: Outcome) -> Sample {
-        Sample {
-            target,
-            tenant,
-            instance: 0,
-            scheduled: Duration::from_millis(at_ms),
-            send_lag: Duration::from_micros(50),
-            latency: Duration::from_millis(2),
-            service_time: Duration::from_millis(1),
-            outcome,
-            attempts: u32::from(!matches!(outcome, Outcome::Dropped | Outcome::Throttled)),
-        }
-    }
-
-    #[test]
-    fn samples_land_in_their_phase_and_second_by_scheduled_time() {
-        let c = Collector::new(Shape {
-            targets: 2,
-            tenants: 2,
-            phases: vec![
-                (Duration::ZERO, Duration::from_secs(2)),
-                (Duration::from_secs(2), Duration::from_secs(3)),
-            ],
-            duration: Duration::from_secs(3),
-            longest_request: Duration::from_secs(2),
-        });
-        c.record(&sample(1, 0, 500, Outcome::Admitted));
-        c.record(&sample(1, 0, 1999, Outcome::Limited));
-        c.record(&sample(
-            1,
-            0,
-            2000,
-            Outcome::Transport(TransportError::Timeout),
-        ));
-        c.record(&sample(0, 1, 2500, Outcome::Dropped));
-        let m = c.snapshot();
-        let steady = &m.cells[1][0][0].counts;
-        assert_eq!((steady.offered, steady.admitted, steady.limited), (2, 1, 1));
-        assert_eq!(m.cells[1][0][1].counts.transport_error, 1);
-        assert_eq!(m.cells[0][1][1].counts.dropped, 1);
-        assert_eq!(
-            m.cells[0][1][1].latency.len(),
-            0,
-            "a dropped request has no latency"
-        );
-        assert_eq!(m.seconds[1][0][1].counts.offered, 1);
-        assert_eq!(m.seconds[1][0][2].counts.offered, 1);
-        assert_eq!(c.live(1).done.load(Ordering::Relaxed), 3);
-        assert_eq!(c.live(1).transport.load(Ordering::Relaxed), 1);
-    }
-
-    #[test]
-    fn seconds_close_once_no_answer_can_come_and_keep_their_percentiles() {
-        let c = Collector::new(Shape {
-            targets: 1,
-            tenants: 1,
-            phases: vec![(Duration::ZERO, Duration::from_secs(20))],
-            duration: Duration::from_secs(20),
-            longest_request: Duration::from_secs(2),
-        });
-        c.record(&sample(0, 0, 1_000, Outcome::Admitted));
-        c.record(&sample(0, 0, 10_000, Outcome::Admitted));
-        {
-            let state = c.inner.lock().unwrap();
-            let open: Vec<usize> = state.open[0][0].by_second.keys().copied().collect();
-            assert_eq!(open, [10], "second 1 was closed when second 10 came in");
-            // Two significant figures: within 1 % of the 2 ms recorded.
-            assert!((1_980..=2_020).contains(&state.measured.seconds[0][0][1].p99_us));
-        }
-        // A very late answer for a closed second still counts, without its latency.
-        c.record(&sample(0, 0, 1_500, Outcome::Limited));
-        let m = c.snapshot();
-        assert_eq!(m.seconds[0][0][1].counts.offered, 2);
-        assert!(
-            (1_980..=2_020).contains(&m.seconds[0][0][10].p50_us),
-            "open seconds are summarised too"
-        );
-    }
-
-    #[test]
-    fn two_halves_of_the_samples_add_up_to_the_whole_exactly() {
-        let shape = Shape {
-            targets: 1,
-            tenants: 2,
-            phases: vec![
-                (Duration::ZERO, Duration::from_secs(3)),
-                (Duration::from_secs(3), Duration::from_secs(6)),
-            ],
-            duration: Duration::from_secs(6),
-            longest_request: Duration::from_secs(1),
-        };
-        let (whole, halves) = (
-            Collector::new(shape.clone()),
-            [Collector::new(shape.clone()), Collector::new(shape)],
-        );
-        for i in 0..3_000u64 {
-            let outcome = if i % 7 == 0 {
-                Outcome::Limited
-            } else {
-                Outcome::Admitted
-            };
-            let mut s = sample(0, (i % 2) as usize, i * 2, outcome);
-            // Latencies spread over three orders of magnitude, different in each second.
-            s.latency = Duration::from_micros(100 + (i * i * 7919) % 200_000);
-            s.service_time = s.latency / 2;
-            whole.record(&s);
-            halves[(i % 3 == 0) as usize].record(&s);
-        }
-        let whole = whole.snapshot();
-        let mut merged = halves[0].snapshot();
-        merged.add(&halves[1].snapshot()).unwrap();
-        for n in 0..2 {
-            for p in 0..2 {
-                let (a, b) = (&whole.cells[0][n][p], &merged.cells[0][n][p]);
-                assert_eq!(a.counts, b.counts);
-                assert_eq!(a.latency, b.latency);
-                assert_eq!(a.service_time, b.service_time);
-            }
-        }
-        assert_eq!(
-            whole.seconds, merged.seconds,
-            "per-second counts and percentiles"
-        );
-        assert_eq!(whole.send_lag, merged.send_lag);
-        assert_eq!(whole.second_latency.len(), merged.second_latency.len());
-        for (a, b) in whole.second_latency[0]
-            .iter()
-            .zip(&merged.second_latency[0])
-        {
-            assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
-            for (x, y) in a.values().zip(b.values()) {
-                assert_eq!(unpack(x).unwrap(), unpack(y).unwrap());
-            }
-        }
-    }
-
-    #[test]
-    fn measurements_of_different_shapes_do_not_add() {
-        let shape = |tenants| Shape {
-            targets: 1,
-            tenants,
-            phases: vec![(Duration::ZERO, Duration::from_secs(2))],
-            duration: Duration::from_secs(2),
-            longest_request: Duration::from_secs(1),
-        };
-        let mut one = Measured::empty(&shape(1));
-        let e = one.add(&Measured::empty(&shape(2))).unwrap_err();
-        assert!(matches!(e, MeasuredError::Shape(_)), "{e}");
-    }
-}
+mod tests;

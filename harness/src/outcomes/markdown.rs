@@ -51,6 +51,9 @@ fn recovery(r: &Result<Recovery, String>) -> String {
             ),
         },
         Ok(Recovery::Never) => "never".into(),
+        Ok(Recovery::NotMeasured { at_least_s, .. }) if *at_least_s > 0.0 => {
+            format!("≥ {at_least_s:.0} s (run ended)")
+        }
         Ok(Recovery::NotMeasured { .. }) => "n/m".into(),
         Err(_) => "–".into(),
     }
@@ -211,8 +214,9 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
          target spends admitting everything; counts applied late); recovery is the seconds \
          from the fault's end to the first of {} seconds in a row with p99 and wrongful \
          denial back in the steady phase's band (before the next fault), with later \
-         excursions counted as relapses; \"never\" when the span ended out of band, n/m \
-         when too little of it followed the fault: a target still admitting everything shows \
+         excursions counted as relapses; \"never\" when the span ended out of band, \"≥ N s \
+         (run ended)\" when it ended in band too soon to tell, n/m when too little of it \
+         followed the fault: a target still admitting everything shows \
          in the over-admission after the fault, not in its recovery.",
         humantime::format_duration(s.request_timeout),
         crate::gate::recovery::seconds_needed(run.window_s)

@@ -83,23 +83,17 @@ impl RunFolder {
                     let phase = scenario
                         .phase_at(std::time::Duration::from_secs(second as u64))
                         .map_or("", |p| scenario.phases[p].name.as_str());
-                    let (p50, p99, max) = (cell.p50_us, cell.p99_us, cell.max_us);
-                    writeln!(
-                        out,
-                        "{},{},{second},{phase},{},{},{},{},{},{},{},{},{p50},{p99},{max},{},{}",
-                        target.name,
-                        tenant,
-                        c.offered,
-                        c.admitted,
-                        c.limited,
-                        c.unavailable,
-                        c.server_error,
-                        c.transport_error,
-                        c.other_status,
-                        c.dropped,
-                        c.throttled,
-                        c.retries
-                    )?;
+                    let row = super::read::SeriesRow {
+                        target: target.name.clone(),
+                        tenant: tenant.to_owned(),
+                        second: second as u64,
+                        phase: phase.to_owned(),
+                        counts: *c,
+                        p50_us: cell.p50_us,
+                        p99_us: cell.p99_us,
+                        max_us: cell.max_us,
+                    };
+                    writeln!(out, "{}", row.csv_line())?;
                 }
             }
         }

@@ -84,14 +84,7 @@ struct Part {
 }
 
 fn shape_of(run: &RunResult, scenario: &Scenario) -> Shape {
-    Shape {
-        targets: run.targets.len(),
-        tenants: scenario.tenants.len(),
-        phases: scenario.phases.iter().map(|p| (p.start, p.end)).collect(),
-        duration: scenario.duration,
-        // Only the collector's bookkeeping of open seconds uses it.
-        longest_request: Duration::ZERO,
-    }
+    scenario.measurement_shape(run.targets.len())
 }
 
 /// The index of every tag a folder's logs can hold, by what they cover.

@@ -158,8 +158,18 @@ pub struct LoadTotals {
     pub scheduled: u64,
     /// Requests sent (first attempts).
     pub sent: u64,
+    /// Not sent, every cause together (the sum of `dropped_by_cause`). Each is counted in its
+    /// cell's latency as a request that waited the request timeout.
     pub dropped: u64,
+    /// `dropped` by cause. Absent from run.json files written before it (all 0 then: every
+    /// drop of those was at the in-flight bound).
+    #[serde(default)]
+    pub dropped_by_cause: crate::load::DroppedByCause,
     pub cancelled: u64,
+    /// Sent, but unanswered when an interrupted run stopped waiting: each is counted in its
+    /// cell as a transport error, its latency up to that moment.
+    #[serde(default)]
+    pub abandoned: u64,
     /// Attempts after the first, from retrying clients.
     #[serde(default)]
     pub retries: u64,
@@ -174,7 +184,9 @@ impl LoadTotals {
         self.scheduled += other.scheduled;
         self.sent += other.sent;
         self.dropped += other.dropped;
+        self.dropped_by_cause.add(&other.dropped_by_cause);
         self.cancelled += other.cancelled;
+        self.abandoned += other.abandoned;
         self.retries += other.retries;
         self.throttled += other.throttled;
     }
@@ -539,87 +551,4 @@ pub fn machine_saturated(targets: &[TargetResult]) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    use crate::results::fixture;
-
-    fn target(name: &str, steady: Counts) -> TargetResult {
-        let outage = Counts {
-            offered: 100,
-            server_error: 100,
-            ..Counts::default()
-        };
-        let phase = |name: &str, faults: &[&str], counts| {
-            fixture::phase(
-                name,
-                (0.0, 1.0),
-                faults,
-                vec![fixture::tenant_with("acme", counts, 1.0, Some(1_000))],
-            )
-        };
-        fixture::target(
-            name,
-            vec![
-                phase("steady", &[], steady),
-                phase("fault", &["down"], outage),
-            ],
-        )
-    }
-
-    #[test]
-    fn a_late_load_generator_is_reported_as_a_saturated_machine() {
-        let quiet = Counts::default();
-        let mut targets = vec![target("a", quiet), target("b", quiet)];
-        targets[0].send_lag_us = Some(fixture::flat_latency(200));
-        assert_eq!(machine_saturated(&targets), None);
-        targets[1].send_lag_us = Some(fixture::flat_latency(10_800));
-        let note = machine_saturated(&targets).unwrap();
-        assert!(note.contains("10.8 ms, b"), "{note}");
-    }
-
-    #[test]
-    fn a_target_erring_before_any_fault_is_named_and_errors_under_the_fault_are_not() {
-        let healthy = Counts {
-            offered: 1000,
-            admitted: 995,
-            server_error: 5,
-            ..Counts::default()
-        };
-        let broken = Counts {
-            offered: 1000,
-            server_error: 1000,
-            ..Counts::default()
-        };
-        let short_and_cold = Counts {
-            offered: 290,
-            admitted: 287,
-            server_error: 3,
-            ..Counts::default()
-        };
-        let notes = broken_before_any_fault(&[
-            target("healthy", healthy),
-            target("broken", broken),
-            target("short", short_and_cold),
-        ]);
-        assert_eq!(notes.len(), 1, "3 errors of 290 are noise: {notes:?}");
-        assert!(notes[0].starts_with("broken answered 100.0 %"), "{notes:?}");
-        assert!(notes[0].contains("(steady)"), "{notes:?}");
-    }
-
-    #[test]
-    fn a_503_before_any_fault_is_a_refusal_from_a_target_that_refuses_with_503_and_an_error_otherwise()
-     {
-        let refusing = Counts {
-            offered: 1000,
-            admitted: 500,
-            unavailable: 500,
-            ..Counts::default()
-        };
-        let mut nginx = target("nginx", refusing);
-        nginx.refuses_with = 503;
-        let notes = broken_before_any_fault(&[nginx, target("other", refusing)]);
-        assert_eq!(notes.len(), 1, "{notes:?}");
-        assert!(notes[0].starts_with("other answered 50.0 %"), "{notes:?}");
-    }
-}
+mod tests;

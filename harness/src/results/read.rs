@@ -72,23 +72,56 @@ pub struct SeriesRow {
     pub max_us: u64,
 }
 
+impl SeriesRow {
+    /// The row as a line of `series.csv` under [`SERIES_HEADER`], without the newline: what
+    /// [`parse_series`] reads back (a baseline file keeps its runs' series so).
+    pub fn csv_line(&self) -> String {
+        let c = &self.counts;
+        format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            self.target,
+            self.tenant,
+            self.second,
+            self.phase,
+            c.offered,
+            c.admitted,
+            c.limited,
+            c.unavailable,
+            c.server_error,
+            c.transport_error,
+            c.other_status,
+            c.dropped,
+            self.p50_us,
+            self.p99_us,
+            self.max_us,
+            c.throttled,
+            c.retries
+        )
+    }
+}
+
 /// The header `series.csv` is written with.
 pub const SERIES_HEADER: &str = "target,tenant,second,phase,offered,admitted,limited,unavailable,server_error,transport_error,other_status,dropped,p50_us,p99_us,max_us,throttled,retries";
 
 /// The header before client behaviours (no `throttled`, `retries`): saved baselines have it.
 const SERIES_HEADER_BEFORE_CLIENTS: &str = "target,tenant,second,phase,offered,admitted,limited,unavailable,server_error,transport_error,other_status,dropped,p50_us,p99_us,max_us";
 
-/// Reads `series.csv` from a results folder. Names never contain commas (scenario and
-/// manifest names are checked), so a plain split is exact.
+/// Reads `series.csv` from a results folder.
 pub fn read_series(folder: &Path) -> Result<Vec<SeriesRow>, ReadError> {
     let path = folder.join("series.csv");
     let text = std::fs::read_to_string(&path).map_err(|source| ReadError::Io {
         path: path.clone(),
         source,
     })?;
+    parse_series(&path, &text)
+}
+
+/// Parses the text of a `series.csv` (`path` names it in errors). Names never contain commas
+/// (scenario and manifest names are checked), so a plain split is exact.
+pub fn parse_series(path: &Path, text: &str) -> Result<Vec<SeriesRow>, ReadError> {
     let mut lines = text.lines().enumerate();
     let bad = |line: usize, message: String| ReadError::Csv {
-        path: path.clone(),
+        path: path.to_owned(),
         line: line + 1,
         message,
     };
@@ -155,5 +188,13 @@ mod tests {
         let rows = read_series(dir.path()).unwrap();
         assert_eq!((rows[0].counts.throttled, rows[0].counts.retries), (4, 240));
         assert_eq!(rows[0].max_us, 3000);
+    }
+
+    #[test]
+    fn a_row_written_as_a_line_parses_back_equal() {
+        let line = "reference,acme,3,fault,120,50,60,1,2,3,4,5,900,2000,3000,6,240";
+        let text = format!("{SERIES_HEADER}\n{line}\n");
+        let rows = parse_series(Path::new("series.csv"), &text).unwrap();
+        assert_eq!(rows[0].csv_line(), line);
     }
 }

@@ -2,6 +2,7 @@
 //! engine drives traffic, then tear everything down and write the results folder — also when
 //! interrupted, with what was measured so far.
 
+mod accounting;
 pub mod progress;
 mod snapshot;
 pub mod world;
@@ -18,7 +19,7 @@ use crate::faults::toxiproxy::ToxiproxyError;
 use crate::infra::process::{Exit, describe_status, exit_of, last_lines};
 use crate::infra::{Infra, InfraError, install_hint, locate};
 use crate::load::{self, LoadPlan, TargetPlan};
-use crate::metrics::{Collector, Shape};
+use crate::metrics::Collector;
 use crate::results::folder::RunFolder;
 use crate::results::{
     self, Event, LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts, Worker,
@@ -350,18 +351,9 @@ pub async fn run(
         max_in_flight_per_target: in_flight_bound(&scenario, opts.worker),
         share: opts.worker.map_or(load::Share::WHOLE, |w| w.share),
     };
-    let collector = Arc::new(Collector::new(Shape {
-        targets: plan.targets.len(),
-        tenants: plan.tenants.len(),
-        phases: scenario.phases.iter().map(|p| (p.start, p.end)).collect(),
-        duration: scenario.duration,
-        longest_request: scenario
-            .tenants
-            .iter()
-            .map(|t| t.client.longest(scenario.request_timeout))
-            .max()
-            .unwrap_or(scenario.request_timeout),
-    }));
+    let collector = Arc::new(Collector::new(
+        scenario.measurement_shape(plan.targets.len()),
+    ));
     let names: Vec<String> = plan.targets.iter().map(|t| t.name.clone()).collect();
     let events: Mutex<Vec<Vec<Event>>> = Mutex::new(vec![Vec::new(); names.len()]);
     let http = reqwest::Client::builder()
@@ -436,7 +428,8 @@ pub async fn run(
         watch_children(&world, start, &done, &events),
         progress::show(say, &scenario, &names, &collector, start, done.clone()),
     );
-    let ran_for = start.elapsed();
+    let elapsed = start.elapsed();
+    let ran_for = accounting::load_ran_for(summary.as_ref().ok(), elapsed);
     let instance_counts: Vec<u32> = world
         .targets
         .iter()
@@ -525,9 +518,16 @@ pub async fn run(
     }
     if interrupt.is_cancelled() {
         notes.push(format!(
-            "interrupted after {:.1} s of {:.1} s: the figures cover what ran",
+            "interrupted after {:.1} s of {:.1} s: the figures cover what ran{}",
             ran_for.as_secs_f64(),
-            scenario.duration.as_secs_f64()
+            scenario.duration.as_secs_f64(),
+            match summary.abandoned {
+                0 => String::new(),
+                n => format!(
+                    "; {n} requests still unanswered when it stopped are counted as transport \
+                     errors (abandoned), their latency up to then"
+                ),
+            }
         ));
     }
     for (t, target_events) in events.iter().enumerate() {
@@ -540,10 +540,10 @@ pub async fn run(
             ));
         }
     }
-    if summary.dropped > 0 {
+    if summary.dropped_by_cause.in_flight_bound > 0 {
         notes.push(format!(
             "{} requests were not sent: the in-flight bound ({} per target{}) was reached",
-            summary.dropped,
+            summary.dropped_by_cause.in_flight_bound,
             in_flight_bound(&scenario, opts.worker),
             match opts.worker {
                 Some(w) if w.share.count > 1 => format!(
@@ -554,6 +554,7 @@ pub async fn run(
             }
         ));
     }
+    notes.extend(accounting::dropped_in_cells(&scenario, &names, &measured));
     let mut targets = results::build_targets(&scenario, &measured, &facts, ran_for);
     if opts.worker.is_some() {
         results::withhold_for_worker(&mut targets);
@@ -588,7 +589,9 @@ pub async fn run(
             scheduled: summary.scheduled,
             sent: summary.sent,
             dropped: summary.dropped,
+            dropped_by_cause: summary.dropped_by_cause,
             cancelled: summary.cancelled,
+            abandoned: summary.abandoned,
             retries: summary.retries,
             throttled: summary.throttled,
         },

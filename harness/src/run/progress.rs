@@ -1,4 +1,5 @@
-//! The live view while a run goes: phase, elapsed, and per target req/s, 429 % and 5xx %.
+//! The live view while a run goes: phase, elapsed, and per target req/s, 429 % and 5xx %,
+//! and the requests dropped since the start when there are any.
 //! On a terminal, indicatif bars redrawn in place; elsewhere (CI logs), a plain line every
 //! few seconds and at every phase change.
 
@@ -117,6 +118,12 @@ pub async fn show(
                 now.2 - previous[t].2,
             );
             previous[t] = now;
+            // Since the start, not per tick: a single drop matters, and must not flicker away.
+            let dropped = live.dropped.load(Ordering::Relaxed);
+            let dropped_as = |gap: &str| match dropped {
+                0 => String::new(),
+                n => format!("{gap}dropped {n}"),
+            };
             let share = |x: u64| {
                 if done == 0 {
                     0.0
@@ -125,20 +132,22 @@ pub async fn show(
                 }
             };
             let msg = format!(
-                "{:>7.0} req/s  429 {:>5.1} %  5xx {:>5.1} %",
+                "{:>7.0} req/s  429 {:>5.1} %  5xx {:>5.1} %{}",
                 done as f64 / dt,
                 share(limited),
-                share(errors)
+                share(errors),
+                dropped_as("  ")
             );
             if let Some(line) = lines.get(t) {
                 line.set_message(msg);
                 line.tick();
             } else {
                 plain.push(format!(
-                    "{name} {:.0}/s 429 {:.0}% 5xx {:.0}%",
+                    "{name} {:.0}/s 429 {:.0}% 5xx {:.0}%{}",
                     done as f64 / dt,
                     share(limited),
-                    share(errors)
+                    share(errors),
+                    dropped_as(" ")
                 ));
             }
         }

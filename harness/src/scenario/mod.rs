@@ -587,6 +587,25 @@ impl Scenario {
         })
     }
 
+    /// The shape of the measurements of a run of this scenario over `targets` targets: its
+    /// tenants, phases and duration, and the longest a request can stay unanswered (every
+    /// attempt and wait of the longest client's chain).
+    pub fn measurement_shape(&self, targets: usize) -> crate::metrics::Shape {
+        crate::metrics::Shape {
+            targets,
+            tenants: self.tenants.len(),
+            phases: self.phases.iter().map(|p| (p.start, p.end)).collect(),
+            duration: self.duration,
+            longest_request: self
+                .tenants
+                .iter()
+                .map(|t| t.client.longest(self.request_timeout))
+                .max()
+                .unwrap_or(self.request_timeout),
+            request_timeout: self.request_timeout,
+        }
+    }
+
     /// The allowance of one caller over `length`: limit ÷ window × length.
     pub fn allowance(&self, length: Duration) -> f64 {
         self.limit / self.window.as_secs_f64() * length.as_secs_f64()

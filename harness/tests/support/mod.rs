@@ -27,14 +27,21 @@ pub(crate) fn fixture_path(name: &str) -> PathBuf {
 
 /// Runs the `failmode` binary built for the tests in `dir`, to its end.
 pub(crate) fn failmode_in(dir: &Path, args: &[&str]) -> std::process::Output {
-    failmode_command(dir, args).output().unwrap()
+    failmode_with_env(dir, &[], args)
 }
 
-/// The `failmode` binary built for the tests, to run in `dir` (set its environment first).
-pub(crate) fn failmode_command(dir: &Path, args: &[&str]) -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_failmode"));
-    command.args(args).current_dir(dir);
-    command
+/// [`failmode_in`] with variables added to its environment (its children inherit them).
+pub(crate) fn failmode_with_env(
+    dir: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_failmode"))
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .output()
+        .unwrap()
 }
 
 /// A command's stdout and stderr, as text.

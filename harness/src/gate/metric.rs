@@ -1,0 +1,92 @@
+//! What a gate can measure, its name in a gates file and how its value reads.
+
+/// What a gate measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    P50Ms,
+    P99Ms,
+    P999Ms,
+    /// 2xx ÷ offered: how much was served at all.
+    Rate2xx,
+    /// 429s ÷ offered (0.05 = 5 %).
+    Rate429,
+    /// 503s ÷ offered (a deliberate "unavailable", e.g. NGINX's limit_req default).
+    Rate503,
+    /// 5xx ÷ offered.
+    Rate5xx,
+    /// A count of refused, reset and timed-out requests.
+    TransportErrors,
+    OverAdmission,
+    /// Over-admission beyond one window's limit: 0 for a correct limiter at any phase length.
+    OverAdmissionBeyondWindow,
+    WrongfulDenial,
+    /// Seconds from the end of the gate's phase (the fault) until back in the steady band.
+    RecoveryS,
+    /// Redis commands per request offered.
+    StoreAmplification,
+    /// Redis commands per attempt sent.
+    StoreAmplificationPerAttempt,
+    /// Attempts sent per request offered (retrying clients above 1).
+    ClientAmplification,
+}
+
+pub(super) const METRICS: [(&str, Metric); 15] = [
+    ("p50_ms", Metric::P50Ms),
+    ("p99_ms", Metric::P99Ms),
+    ("p999_ms", Metric::P999Ms),
+    ("rate_2xx", Metric::Rate2xx),
+    ("rate_429", Metric::Rate429),
+    ("rate_503", Metric::Rate503),
+    ("rate_5xx", Metric::Rate5xx),
+    ("transport_errors", Metric::TransportErrors),
+    ("over_admission", Metric::OverAdmission),
+    (
+        "over_admission_beyond_window",
+        Metric::OverAdmissionBeyondWindow,
+    ),
+    ("wrongful_denial", Metric::WrongfulDenial),
+    ("recovery_s", Metric::RecoveryS),
+    ("store_amplification", Metric::StoreAmplification),
+    (
+        "store_amplification_per_attempt",
+        Metric::StoreAmplificationPerAttempt,
+    ),
+    ("client_amplification", Metric::ClientAmplification),
+];
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        METRICS
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("?", |(n, _)| n)
+    }
+
+    pub(super) fn per_tenant(self) -> bool {
+        !matches!(
+            self,
+            Self::RecoveryS | Self::StoreAmplification | Self::StoreAmplificationPerAttempt
+        )
+    }
+
+    /// How a value of this metric reads: shares as %, times with their unit.
+    pub fn format(self, v: f64) -> String {
+        match self {
+            Self::P50Ms | Self::P99Ms | Self::P999Ms => format!("{v:.1} ms"),
+            Self::Rate2xx
+            | Self::Rate429
+            | Self::Rate503
+            | Self::Rate5xx
+            | Self::OverAdmission
+            | Self::OverAdmissionBeyondWindow
+            | Self::WrongfulDenial => {
+                format!("{:.1} %", v * 100.0)
+            }
+            Self::TransportErrors => format!("{v:.0}"),
+            Self::RecoveryS => format!("{v:.1} s"),
+            Self::StoreAmplification
+            | Self::StoreAmplificationPerAttempt
+            | Self::ClientAmplification => format!("{v:.2}"),
+        }
+    }
+}
