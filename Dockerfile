@@ -11,6 +11,8 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY harness/ harness/
 COPY targets/ targets/
+# The binary embeds the shipped scenarios and the reference's manifest (include_str!).
+COPY scenarios/ scenarios/
 RUN cargo build --release --locked -p failmode \
  && mkdir /manifests \
  && find targets -name target.toml -exec cp --parents {} /manifests/ \;
@@ -18,8 +20,8 @@ RUN cargo build --release --locked -p failmode \
 FROM debian:bookworm-slim
 RUN useradd --system --uid 10001 --create-home --shell /usr/sbin/nologin failmode
 COPY --from=builder /src/target/release/failmode /usr/local/bin/failmode
-# failmode finds its workspace as the nearest directory whose Cargo.toml declares
-# [workspace]: there it reads scenarios/ and the target manifests (request path, caller
+# Run in /failmode, failmode takes it for its checkout (a Cargo.toml whose [workspace] members
+# include harness): there it reads scenarios/ and the target manifests (request path, caller
 # header, metrics of each attached target), and writes results/.
 WORKDIR /failmode
 COPY Cargo.toml ./

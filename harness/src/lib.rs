@@ -4,6 +4,7 @@
 //! targets, faults and load together; the CLI (`main.rs`) only parses and maps outcomes to exit
 //! codes.
 
+pub mod cli;
 pub mod compare;
 pub mod deployment;
 mod duration;
@@ -13,6 +14,7 @@ pub mod infra;
 pub mod load;
 pub mod metrics;
 pub mod outcomes;
+pub mod project;
 pub mod report;
 pub mod results;
 pub mod run;

@@ -6,18 +6,22 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use clap::{Parser, Subcommand};
+use failmode::cli::init::InitArgs;
+use failmode::cli::scenario::ScenarioCommand;
+use failmode::cli::setup::SetupArgs;
 use failmode::deployment::Deployment;
 use failmode::faults::redis_native::unpause;
 use failmode::faults::toxiproxy::Toxiproxy;
-use failmode::infra::{Infra, workspace_root};
+use failmode::infra::Infra;
 use failmode::load::Share;
+use failmode::project::Project;
 use failmode::results::folder::timestamp;
 use failmode::results::{RunResult, Worker};
 use failmode::run::progress::Say;
 use failmode::run::world::undo_on;
 use failmode::run::{RunError, RunOptions, parse_start_at, run, run_in_batches};
-use failmode::scenario::{self, Scenario};
-use failmode::{compare, gate, report, targets};
+use failmode::scenario::Scenario;
+use failmode::{cli, compare, gate, report};
 use tokio_util::sync::CancellationToken;
 
 /// The exit codes of every command. Later features add theirs here, nowhere else.
@@ -36,14 +40,29 @@ Exit status (every command):
 #[derive(Debug, Parser)]
 #[command(name = "failmode", version, after_help = EXIT_CODES)]
 struct Cli {
+    /// The project to use: the directory holding its failmode/ folder. Default: the nearest
+    /// such directory from here upward, else failmode's checkout when run inside it, else here.
+    #[arg(long, global = true, value_name = "DIR")]
+    project: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List the scenarios and the targets.
+    /// List the scenarios and the targets, and where each comes from (project, checkout,
+    /// built-in).
     List,
+    /// Scenarios: `failmode scenario show NAME` prints one to copy and edit.
+    #[command(subcommand)]
+    Scenario(ScenarioCommand),
+    /// Write a small, commented project into this directory (or --project DIR): a target
+    /// manifest for your service, a scenario running it beside the reference and fail-open
+    /// through a slow and a cut Redis, with gates for CI. Overwrites nothing.
+    Init(InitArgs),
+    /// Install what every run needs and is missing: redis-server (Debian's package) and
+    /// toxiproxy-server (go install, into ~/.cache/failmode/bin).
+    Setup(SetupArgs),
     /// Run a scenario: every target side by side, the fault timeline applied to all at once.
     Run(RunArgs),
     /// Check a results folder against the gates of its scenario (or --gates FILE):
@@ -195,7 +214,8 @@ struct GateArgs {
 /// The scenario as a run plays it: which, its seed, its time scale, where its results go.
 #[derive(Debug, clap::Args)]
 struct ScenarioArgs {
-    /// A scenario name from scenarios/ (e.g. slow-redis) or a path to a TOML file.
+    /// A scenario name (`failmode list`: the project's, the checkout's or a built-in one, e.g.
+    /// slow-redis) or a path to a TOML file.
     scenario: String,
     /// Seed for arrival schedules and Toxiproxy's randomness (default: the scenario's).
     #[arg(long)]
@@ -210,11 +230,11 @@ struct ScenarioArgs {
 
 impl ScenarioArgs {
     /// The scenario found, seeded and scaled as asked.
-    fn scenario(&self, root: &std::path::Path) -> anyhow::Result<Scenario> {
+    fn scenario(&self, project: &Project) -> anyhow::Result<Scenario> {
         if !(self.duration_scale.is_finite() && self.duration_scale > 0.0) {
             anyhow::bail!("--duration-scale must be a number greater than zero");
         }
-        let mut scenario = Scenario::find(&self.scenario, &root.join("scenarios"))?;
+        let mut scenario = project.find_scenario(&self.scenario)?;
         if let Some(seed) = self.seed {
             scenario.seed = seed;
         }
@@ -279,7 +299,7 @@ fn main() -> ExitCode {
             return exit_code(2);
         }
     };
-    match runtime.block_on(dispatch(cli.command)) {
+    match runtime.block_on(dispatch(cli.project, cli.command)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -288,25 +308,31 @@ fn main() -> ExitCode {
     }
 }
 
-async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
-    let root = workspace_root();
+async fn dispatch(explicit: Option<PathBuf>, command: Command) -> anyhow::Result<ExitCode> {
+    let project = Project::resolve(explicit.as_deref())?;
+    let root = project.root().to_owned();
+    let results_root = project.results_dir();
     match command {
         Command::List => {
-            println!("scenarios (scenarios/):");
-            for name in scenario::list(&root.join("scenarios")) {
-                let s = Scenario::find(&name, &root.join("scenarios"));
-                let description = s
-                    .map(|s| s.description)
-                    .unwrap_or_else(|e| format!("INVALID: {e}"));
-                println!("  {name:<18} {description}");
-            }
-            println!("\ntargets (targets/**/target.toml):");
-            let defs = targets::manifest::discover(&root.join("targets"))?;
-            let width = defs.iter().map(|d| d.name.len()).max().unwrap_or(0);
-            for def in defs {
-                println!("  {:<width$}  {}", def.name, def.description);
-            }
+            print!("{}", cli::list::render(&project)?);
             Ok(exit_code(0))
+        }
+        Command::Scenario(command) => {
+            print!("{}", cli::scenario::render(&project, &command)?);
+            Ok(exit_code(0))
+        }
+        Command::Init(args) => {
+            let dir = match explicit {
+                Some(dir) => dir,
+                None => std::env::current_dir()?,
+            };
+            let written = cli::init::init(&dir, &project, &args)?;
+            print!("{}", cli::init::report(&written, &dir));
+            Ok(exit_code(0))
+        }
+        Command::Setup(args) => {
+            let complete = cli::setup::setup(&args)?;
+            Ok(exit_code(u8::from(!complete)))
         }
         Command::Report { results } => {
             let path = report::html::write_report(&results)?;
@@ -337,7 +363,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(exit_code(0))
         }
         Command::Baseline(BaselineCommand::Save { results, dir }) => {
-            let dir = dir.unwrap_or_else(|| root.join("results").join("baselines"));
+            let dir = dir.unwrap_or_else(|| results_root.join("baselines"));
             let path = compare::save_baseline(&results, &dir)?;
             println!("saved {}", path.display());
             Ok(exit_code(0))
@@ -388,7 +414,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Merge { folders, out } => {
             let (folder, result) =
-                failmode::results::merge::merge(&folders, &root.join("results"), out.as_deref())?;
+                failmode::results::merge::merge(&folders, &results_root, out.as_deref())?;
             if let Err(e) = report::html::write_report(&folder.path) {
                 eprintln!("warning: no report.html: {e}");
             }
@@ -402,12 +428,12 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             allow_remote,
             start_at,
         }) => {
-            let scenario = args.scenario(&root)?;
+            let scenario = args.scenario(&project)?;
             let deployment = Deployment::read(&attach, allow_remote)?;
             let interrupt = CancellationToken::new();
             tokio::spawn(watch_signals(interrupt.clone()));
             let options = RunOptions {
-                results_root: root.join("results"),
+                results_root: results_root.clone(),
                 root: root.clone(),
                 scenario,
                 duration_scale: args.duration_scale,
@@ -441,7 +467,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             gate(&args.results, gates, args.allow_partial)
         }
         Command::Run(args) => {
-            let scenario = args.run.scenario(&root)?;
+            let scenario = args.run.scenario(&project)?;
             if args.repeat == 0 {
                 anyhow::bail!("--repeat must be at least 1");
             }
@@ -477,7 +503,6 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let interrupt = CancellationToken::new();
             tokio::spawn(watch_signals(interrupt.clone()));
             let say = Say::new();
-            let results_root = root.join("results");
             // Repeats go to run-1/, run-2/, … of one folder, which `compare` reads as one set.
             let repeat_folder = (args.repeat > 1).then(|| {
                 args.run.out.clone().unwrap_or_else(|| {

@@ -353,9 +353,10 @@ fn list_shows_the_scenarios_and_targets() {
 
 /// A workspace of its own with one stub target served by python3, so a test can make an
 /// instance fail readiness or die mid-run.
+/// A project (a `failmode/` folder) outside the checkout whose one target is a Python stub.
 fn stub_workspace(behaviour: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let stub = dir.path().join("targets/stub");
+    let stub = dir.path().join("failmode/targets/stub");
     std::fs::create_dir_all(&stub).unwrap();
     std::fs::write(
         stub.join("stub.py"),
@@ -485,10 +486,9 @@ async fn an_instance_that_dies_mid_run_is_recorded_and_the_run_goes_on() {
 #[test]
 fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
     let ws = stub_workspace("serve");
-    std::fs::create_dir_all(ws.path().join("scenarios")).unwrap();
+    std::fs::create_dir_all(ws.path().join("failmode/scenarios")).unwrap();
     let text = stub_scenario_text("[[phases]]\nname = \"steady\"\nstart = \"0s\"\nend = \"30s\"\n");
-    std::fs::write(ws.path().join("scenarios/long.toml"), text).unwrap();
-    std::fs::write(ws.path().join("Cargo.toml"), "[workspace]\n").unwrap();
+    std::fs::write(ws.path().join("failmode/scenarios/long.toml"), text).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_failmode"))
         .args(["run", "long", "--no-build"])
         .current_dir(ws.path())

@@ -14,7 +14,8 @@ pub mod toxiproxy_server;
 
 pub use backend::{DockerNotBuilt, Infra};
 pub use process::{
-    ChildProcess, InfraError, LogExcerpt, free_port, locate, wait_for_tcp, workspace_root,
+    ChildProcess, InfraError, LogExcerpt, checkout_above, free_port, install_hint, is_checkout,
+    is_executable, locate, tools_bin, wait_for_tcp, workspace_root,
 };
 pub use redis::RedisServer;
 pub use toxiproxy_server::ToxiproxyServer;

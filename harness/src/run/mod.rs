@@ -17,7 +17,7 @@ use crate::faults::Fault;
 use crate::faults::timeline::{Outcome, Player, sleep_until};
 use crate::faults::toxiproxy::ToxiproxyError;
 use crate::infra::process::{Exit, describe_status, exit_of, last_lines};
-use crate::infra::{Infra, InfraError, locate};
+use crate::infra::{Infra, InfraError, install_hint, locate};
 use crate::load::{self, LoadPlan, TargetPlan};
 use crate::metrics::Collector;
 use crate::results::folder::RunFolder;
@@ -103,7 +103,8 @@ pub enum RunError {
 /// What `failmode run` was asked.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// The workspace root: `targets/` and relative manifest paths are found from here.
+    /// The project's root ([`crate::project::Project::at`]): its targets, the checkout's
+    /// and the built-ins are found from here.
     pub root: PathBuf,
     /// Where `<scenario>/<timestamp>/` and `latest` go.
     pub results_root: PathBuf,
@@ -244,7 +245,7 @@ pub async fn run(
     let scenario = opts.scenario;
     // Read before anything runs: the tree as it was built, not as it is edited meanwhile.
     let revision = git_revision(&opts.root);
-    let all = manifest::discover(&opts.root.join("targets"))?;
+    let all = crate::project::Project::at(&opts.root).targets_for(&scenario)?;
     let names: Vec<String> = match &opts.attach {
         Some(deployment) => deployment.targets.iter().map(|t| t.name.clone()).collect(),
         None => opts
@@ -283,14 +284,8 @@ pub async fn run(
             );
         }
     } else if opts.infra == Infra::Local {
-        required(
-            "redis-server",
-            "run `just setup` (installs Debian's redis-server package)",
-        )?;
-        required(
-            "toxiproxy-server",
-            "run `just setup` (go install of github.com/Shopify/toxiproxy/v2/cmd/server, pinned, into .tools/bin)",
-        )?;
+        required("redis-server", &install_hint("redis-server"))?;
+        required("toxiproxy-server", &install_hint("toxiproxy-server"))?;
     } else if let Some(refusal) = infra_refusal(opts.infra, &scenario) {
         return Err(refusal);
     }

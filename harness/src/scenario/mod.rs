@@ -35,12 +35,27 @@ pub enum ScenarioError {
 /// One tenant: a caller with a fixed arrival rate, exactly as the load engine takes it.
 pub use crate::load::TenantPlan as Tenant;
 
-/// A target the scenario runs, by manifest name.
+/// A target the scenario runs: by name, or a manifest file named by path.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetRef {
+    /// The target's name. For a manifest named by path, its variant's: as written (`variant`,
+    /// else the path) until [`Scenario::load`] reads the manifest, then the variant's own.
     pub name: String,
     /// `None`: the manifest's default.
     pub instances: Option<u32>,
+    /// `manifest = "…"`: the manifest this target is read from, not one found by name.
+    pub manifest: Option<ManifestRef>,
+}
+
+/// `[[targets]] manifest = "targets/mine/target.toml"`, optionally with `variant`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestRef {
+    /// As written (relative to the scenario file) until [`Scenario::load`] resolves it; then
+    /// absolute.
+    pub path: PathBuf,
+    pub variant: Option<String>,
+    /// The line of its `[[targets]]` entry, for errors found when the manifest is read.
+    pub line: usize,
 }
 
 /// A named slice of the run and the faults active during it.
@@ -247,11 +262,73 @@ impl Scenario {
         for spanned in raw.targets {
             let span = spanned.span();
             let t = spanned.into_inner();
-            if targets.iter().any(|o| o.name == t.name) {
+            let (name, manifest) = match (t.name, t.manifest, t.variant) {
+                (Some(name), None, None) => (name, None),
+                (Some(_), None, Some(_)) => {
+                    return Err(invalid(
+                        "targets.variant",
+                        span,
+                        "only goes with `manifest`: a target found by `name` is one variant \
+                         already"
+                            .into(),
+                    ));
+                }
+                (None, Some(path), variant) => {
+                    if path.trim().is_empty() {
+                        return Err(invalid(
+                            "targets.manifest",
+                            span,
+                            "is empty: give a target.toml, relative to this scenario file".into(),
+                        ));
+                    }
+                    if let Some(v) = variant.as_ref().filter(|v| !is_plain_name(v)) {
+                        return Err(invalid(
+                            "targets.variant",
+                            span,
+                            format!("{v:?} must be made of letters, digits, '-', '_' or '.'"),
+                        ));
+                    }
+                    let name = variant.clone().unwrap_or_else(|| path.clone());
+                    let line = line_of(text, span.start);
+                    let path = PathBuf::from(path);
+                    (
+                        name,
+                        Some(ManifestRef {
+                            path,
+                            variant,
+                            line,
+                        }),
+                    )
+                }
+                (Some(_), Some(_), _) => {
+                    return Err(invalid(
+                        "targets.manifest",
+                        span,
+                        "and `name` cannot both be given: `name` picks a target found in the \
+                         project, failmode's checkout or the built-ins, `manifest` reads one \
+                         file (and `variant` picks among its variants)"
+                            .into(),
+                    ));
+                }
+                (None, None, _) => {
+                    return Err(invalid(
+                        "targets.name",
+                        span,
+                        "is missing: give `name` (a target `failmode list` shows) or `manifest` \
+                         (a target.toml, relative to this scenario file)"
+                            .into(),
+                    ));
+                }
+            };
+            if targets.iter().any(|o| o.name == name) {
                 return Err(invalid(
-                    "targets.name",
+                    if manifest.is_some() {
+                        "targets.manifest"
+                    } else {
+                        "targets.name"
+                    },
                     span,
-                    format!("{:?} is listed twice", t.name),
+                    format!("{name:?} is listed twice"),
                 ));
             }
             if t.instances == Some(0) {
@@ -262,8 +339,9 @@ impl Scenario {
                 ));
             }
             targets.push(TargetRef {
-                name: t.name,
+                name,
                 instances: t.instances,
+                manifest,
             });
         }
 
@@ -402,7 +480,8 @@ impl Scenario {
         })
     }
 
-    /// Reads and validates a scenario file.
+    /// Reads and validates a scenario file, and the manifests it names by path (relative to
+    /// the file).
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
             path: path.to_owned(),
@@ -413,7 +492,83 @@ impl Scenario {
         if let Some(stem) = stem.filter(|_| scenario.name == path.display().to_string()) {
             scenario.name = stem;
         }
+        scenario.resolve_manifests(path)?;
         Ok(scenario)
+    }
+
+    /// Reads each manifest named by path, relative to the scenario `file`: its path becomes
+    /// absolute and the target takes its variant's name (the one asked, or the only one).
+    fn resolve_manifests(&mut self, file: &Path) -> Result<(), ScenarioError> {
+        let origin = file.display().to_string();
+        let invalid = |key: &str, line: usize, message: String| ScenarioError::Invalid {
+            origin: origin.clone(),
+            key: key.to_owned(),
+            line,
+            message,
+        };
+        let dir = file.parent().unwrap_or(Path::new(""));
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+        for i in 0..self.targets.len() {
+            let Some(m) = &self.targets[i].manifest else {
+                continue;
+            };
+            let line = m.line;
+            let path = dir.join(&m.path);
+            let defs = crate::targets::manifest::read(&path)
+                .map_err(|e| invalid("targets.manifest", line, e.to_string()))?;
+            let names = || {
+                defs.iter()
+                    .map(|d| d.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let name = match &m.variant {
+                Some(v) if defs.iter().any(|d| &d.name == v) => v.clone(),
+                Some(v) => {
+                    return Err(invalid(
+                        "targets.variant",
+                        line,
+                        format!(
+                            "{v:?} is not a variant of {}; it declares: {}",
+                            path.display(),
+                            names()
+                        ),
+                    ));
+                }
+                None if defs.len() == 1 => defs[0].name.clone(),
+                None => {
+                    return Err(invalid(
+                        "targets.manifest",
+                        line,
+                        format!(
+                            "{} declares {} variants ({}): pick one with `variant`",
+                            path.display(),
+                            defs.len(),
+                            names()
+                        ),
+                    ));
+                }
+            };
+            // Those before are resolved; of those after, only the ones found by name are.
+            let taken = self
+                .targets
+                .iter()
+                .enumerate()
+                .any(|(j, o)| j != i && (j < i || o.manifest.is_none()) && o.name == name);
+            if taken {
+                return Err(invalid(
+                    "targets.manifest",
+                    line,
+                    format!("{name:?} is listed twice"),
+                ));
+            }
+            let target = &mut self.targets[i];
+            target.name = name;
+            if let Some(m) = &mut target.manifest {
+                m.path = path;
+            }
+        }
+        Ok(())
     }
 
     /// Finds a scenario by name in `dir` (`slow-redis` → `dir/slow-redis.toml`) or as a path.

@@ -90,7 +90,12 @@ pub(crate) struct RawTenant {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTarget {
-    pub(crate) name: String,
+    /// A target found by name (the project's, the checkout's or a built-in).
+    pub(crate) name: Option<String>,
+    /// Or a manifest file, relative to the scenario file…
+    pub(crate) manifest: Option<String>,
+    /// …and which of its `[[variants]]` (needed when it declares more than one).
+    pub(crate) variant: Option<String>,
     pub(crate) instances: Option<u32>,
 }
 

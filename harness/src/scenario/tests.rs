@@ -230,3 +230,49 @@ fn a_tenant_named_all_is_refused_since_all_means_every_tenant_together() {
     let e = err(&MINIMAL.replace("name = \"acme\"", "name = \"all\""));
     assert!(e.contains("tenants.name") && e.contains("\"all\""), "{e}");
 }
+
+#[test]
+fn a_target_is_named_or_given_by_manifest_path_never_both_nor_neither() {
+    let with = |target: &str| MINIMAL.replace("name = \"reference\"\n", target);
+    // Line 9: the [[targets]] entry in MINIMAL.
+    let e = err(&with(
+        "name = \"reference\"\nmanifest = \"targets/x/target.toml\"\n",
+    ));
+    assert!(
+        e.contains("`targets.manifest`") && e.contains("`name`") && e.contains("line 9"),
+        "{e}"
+    );
+    let e = err(&with("name = \"reference\"\nvariant = \"a\"\n"));
+    assert!(
+        e.contains("`targets.variant`") && e.contains("line 9"),
+        "{e}"
+    );
+    let e = err(&with("instances = 2\n"));
+    assert!(
+        e.contains("`targets.name`") && e.contains("manifest"),
+        "{e}"
+    );
+    let e = err(&with("manifest = \" \"\n"));
+    assert!(
+        e.contains("`targets.manifest`") && e.contains("empty"),
+        "{e}"
+    );
+    let e = err(&with("manifest = \"t.toml\"\nvariant = \"a b\"\n"));
+    assert!(e.contains("`targets.variant`"), "{e}");
+
+    // Parsed alone (a results folder's scenario.toml), a manifest is not read: the target is
+    // named by its variant, or its path until `Scenario::load` reads it.
+    let s = Scenario::parse(
+        &with("manifest = \"targets/x/target.toml\"\nvariant = \"x2\"\n"),
+        "t",
+    )
+    .unwrap();
+    assert_eq!(s.targets[0].name, "x2");
+    let m = s.targets[0].manifest.as_ref().unwrap();
+    assert_eq!(
+        (m.path.as_path(), m.variant.as_deref(), m.line),
+        (Path::new("targets/x/target.toml"), Some("x2"), 9)
+    );
+    let s = Scenario::parse(&with("manifest = \"targets/x/target.toml\"\n"), "t").unwrap();
+    assert_eq!(s.targets[0].name, "targets/x/target.toml");
+}

@@ -29,7 +29,11 @@ pub enum ManifestError {
     },
     #[error("invalid target manifest {path}: {message}")]
     Invalid { path: PathBuf, message: String },
-    #[error("no target named {name:?}; available: {available}")]
+    #[error(
+        "no target named {name:?}; available: {available} (targets come from the project's \
+         failmode/targets/, failmode's checkout's targets/ when run inside it, where the peers \
+         are, and the built-in reference; `failmode list` shows which)"
+    )]
     Unknown { name: String, available: String },
 }
 
@@ -102,6 +106,9 @@ pub struct TargetDef {
     pub name: String,
     pub description: String,
     pub manifest: PathBuf,
+    /// Where its build and start commands run, and relative program paths are resolved
+    /// from: the root of the project or checkout it was found in. `None`: the run's root.
+    pub dir: Option<PathBuf>,
     pub build: Option<Vec<String>>,
     pub command: Vec<String>,
     /// The manifest's environment with the variant's on top; placeholders unexpanded.
@@ -144,11 +151,16 @@ pub fn read(path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
         path: path.to_owned(),
         source,
     })?;
+    parse(&text, path)
+}
+
+/// Parses a manifest's text into its targets; `path` names it in errors and in each target.
+pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
     let invalid = |message: String| ManifestError::Invalid {
         path: path.to_owned(),
         message,
     };
-    let raw: RawManifest = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    let raw: RawManifest = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
     if raw.start.command.is_empty() {
         return Err(invalid("start.command is empty".into()));
     }
@@ -187,6 +199,7 @@ pub fn read(path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
                 v.description
             },
             manifest: path.to_owned(),
+            dir: None,
             build: raw.build.clone(),
             command: raw.start.command.clone(),
             env,

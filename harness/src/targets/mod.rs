@@ -22,8 +22,10 @@ pub enum TargetError {
         command: String,
         detail: String,
     },
-    #[error("target {target}: {source}")]
-    Infra { target: String, source: InfraError },
+    // Not a `source`: the message quotes it already, and the CLI prints an error's sources
+    // after it (the hint on how to get a missing program would be said twice).
+    #[error("target {target}: {error}")]
+    Infra { target: String, error: InfraError },
     #[error(
         "target {target} instance {index} did not become ready at http://{addr}{path} within {timeout:?}; see {log}:\n{tail}"
     )]
@@ -48,20 +50,22 @@ pub enum TargetError {
     },
 }
 
-/// Runs each distinct build command of `defs` once, from the workspace root.
+/// Runs each distinct build command of `defs` once, from the target's own directory (the root
+/// of the project or checkout its manifest was found in), else from `root`.
 pub async fn build(defs: &[TargetDef], root: &Path) -> Result<(), TargetError> {
-    let mut done: Vec<&Vec<String>> = Vec::new();
+    let mut done: Vec<(&Vec<String>, &Path)> = Vec::new();
     for def in defs {
         let Some(command) = &def.build else { continue };
-        if done.contains(&command) {
+        let dir = def.dir.as_deref().unwrap_or(root);
+        if done.contains(&(command, dir)) {
             continue;
         }
-        done.push(command);
+        done.push((command, dir));
         let text = command.join(" ");
         tracing::info!(target = %def.name, "building: {text}");
         let output = tokio::process::Command::new(&command[0])
             .args(&command[1..])
-            .current_dir(root)
+            .current_dir(dir)
             .output()
             .await
             .map_err(|e| TargetError::Build {
@@ -89,6 +93,7 @@ pub async fn build(defs: &[TargetDef], root: &Path) -> Result<(), TargetError> {
 /// What an instance is started with.
 #[derive(Debug, Clone)]
 pub struct Launch<'a> {
+    /// Where a target without a directory of its own ([`TargetDef::dir`]) starts.
     pub root: &'a Path,
     pub log_dir: &'a Path,
     pub redis_url: &'a str,
@@ -112,9 +117,9 @@ pub async fn start_instance(
     launch: &Launch<'_>,
     http: &reqwest::Client,
 ) -> Result<Instance, TargetError> {
-    let infra = |source| TargetError::Infra {
+    let infra = |error| TargetError::Infra {
         target: def.name.clone(),
-        source,
+        error,
     };
     let mut last = None;
     for _ in 0..PORT_ATTEMPTS {
@@ -134,23 +139,17 @@ pub async fn start_instance(
             .iter()
             .map(|c| manifest::expand(c, &values))
             .collect();
+        let dir = def.dir.as_deref().unwrap_or(launch.root);
         let program = if command[0].contains('/') && Path::new(&command[0]).is_relative() {
-            launch.root.join(&command[0])
+            dir.join(&command[0])
         } else {
             PathBuf::from(&command[0])
         };
         let env: Vec<(String, String)> = def.env_for(&slot).into_iter().collect();
         let log = launch.log_dir.join(format!("{}-{index}.log", def.name));
         let name = format!("{} instance {index}", def.name);
-        let process = ChildProcess::spawn_in(
-            &name,
-            Some(launch.root),
-            &program,
-            &command[1..],
-            &env,
-            &log,
-        )
-        .map_err(infra)?;
+        let process = ChildProcess::spawn_in(&name, Some(dir), &program, &command[1..], &env, &log)
+            .map_err(infra)?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let mut instance = Instance {
             index,

@@ -44,6 +44,14 @@ pub(crate) fn failmode_with_env(
         .unwrap()
 }
 
+/// A command's stdout and stderr, as text.
+pub(crate) fn output_text(output: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 /// What is wrong with a results folder's `run.json` by `harness/schema/run.schema.json`.
 pub(crate) fn schema_errors(folder: &Path) -> Vec<String> {
     let read = |path: PathBuf| -> serde_json::Value {

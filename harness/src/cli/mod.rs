@@ -1,0 +1,7 @@
+//! The subcommands that make failmode a tool in the user's own repository, one module each;
+//! `main.rs` parses and dispatches to them.
+
+pub mod init;
+pub mod list;
+pub mod scenario;
+pub mod setup;
