@@ -8,6 +8,7 @@ pub mod cli;
 pub mod compare;
 pub mod deployment;
 mod duration;
+pub mod exit;
 pub mod faults;
 pub mod gate;
 pub mod infra;

@@ -1,5 +1,5 @@
 //! The `failmode` command line: parse, call the library, map the outcome to an exit code by
-//! the one table every command follows, [`EXIT_CODES`].
+//! the one table every command follows, `failmode::exit::CODES`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,21 +24,10 @@ use failmode::scenario::Scenario;
 use failmode::{cli, compare, gate, report};
 use tokio_util::sync::CancellationToken;
 
-/// The exit codes of every command. Later features add theirs here, nowhere else.
-const EXIT_CODES: &str = "\
-Exit status (every command):
-  0    done; every check passed
-  1    a check failed, including a check on a value that was not measured
-  2    unusable input or a harness failure (gate on a partial run without --allow-partial,
-       gate or compare on one worker's folder)
-  3    the measurement cannot be trusted: the load generator dropped requests or fell behind
-       beyond its thresholds (the checks are still printed)
-  130  interrupted; what was measured is written, marked partial";
-
 /// Chaos and load-test harness for rate limiters: what does your limiter do when Redis is slow
 /// or gone?
 #[derive(Debug, Parser)]
-#[command(name = "failmode", version, after_help = EXIT_CODES)]
+#[command(name = "failmode", version, after_help = failmode::exit::CODES)]
 struct Cli {
     /// The project to use: the directory holding its failmode/ folder. Default: the nearest
     /// such directory from here upward, else failmode's checkout when run inside it, else here.
@@ -167,7 +156,7 @@ struct CompareArgs {
     /// Latency: worse only if the whole interval of the ratio is above 1 + this (percent).
     #[arg(long, default_value_t = 10.0)]
     threshold: f64,
-    /// Latency: and the difference is at least this many milliseconds.
+    /// Latency: and the difference is more than this many milliseconds.
     #[arg(long, default_value_t = 1.0)]
     floor_ms: f64,
     /// Confidence of the bootstrap interval, percent.
@@ -178,7 +167,7 @@ struct CompareArgs {
     /// 429 %, 503 %, 5xx % and transport errors %: a change of more than this many points.
     #[arg(long, default_value_t = 1.0)]
     rate_pp: f64,
-    /// Over-admission and wrongful denial: at least this many percentage points.
+    /// Over-admission and wrongful denial: a change of more than this many percentage points.
     #[arg(long, default_value_t = 2.0)]
     admission_pp: f64,
     /// Also write the comparison as Markdown here (and to $GITHUB_STEP_SUMMARY when set).

@@ -109,11 +109,23 @@ impl From<Recovery> for Actual {
         match r {
             Recovery::Recovered { after_s, .. } => Self::Value(after_s),
             Recovery::Never => Self::Unbounded,
-            Recovery::NotMeasured { at_least_s, .. } if at_least_s > 0.0 => Self::AtLeast {
-                value: at_least_s,
-                why: r.to_string(),
-            },
-            Recovery::NotMeasured { .. } => Self::NotMeasured(r.to_string()),
+            Recovery::NotMeasured {
+                seconds,
+                needed,
+                at_least_s,
+            } => {
+                let why = format!(
+                    "{seconds} s after the fault to judge, {needed} s in a row in band needed"
+                );
+                if at_least_s > 0.0 {
+                    Self::AtLeast {
+                        value: at_least_s,
+                        why: format!("{why}; at least {at_least_s:.1} s"),
+                    }
+                } else {
+                    Self::NotMeasured(why)
+                }
+            }
         }
     }
 }

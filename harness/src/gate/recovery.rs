@@ -131,16 +131,6 @@ pub enum Recovery {
     },
 }
 
-impl Recovery {
-    /// Seconds as a gate reads them: `None` for both never and not measured.
-    pub fn seconds(self) -> Option<f64> {
-        match self {
-            Self::Recovered { after_s, .. } => Some(after_s),
-            _ => None,
-        }
-    }
-}
-
 impl std::fmt::Display for Recovery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -307,8 +297,11 @@ mod tests {
     fn a_target_in_band_at_once_recovers_in_zero_seconds() {
         let after = seconds(&[true, true, true]);
         assert_eq!(
-            recovery(&after, 40.0, None, &band(), 3).seconds(),
-            Some(0.0)
+            recovery(&after, 40.0, None, &band(), 3),
+            Recovery::Recovered {
+                after_s: 0.0,
+                relapses: 0
+            }
         );
     }
 
@@ -404,8 +397,11 @@ mod tests {
         quiet.offered = 0;
         after.insert(1, quiet);
         assert_eq!(
-            recovery(&after, 40.0, None, &band(), 3).seconds(),
-            Some(0.0)
+            recovery(&after, 40.0, None, &band(), 3),
+            Recovery::Recovered {
+                after_s: 0.0,
+                relapses: 0
+            }
         );
         let silent: Vec<SecondSample> = steady()
             .into_iter()

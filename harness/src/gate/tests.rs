@@ -365,7 +365,7 @@ fn a_gate_on_a_cell_nothing_reached_the_target_in_fails_as_not_measured() {
 }
 
 #[test]
-fn store_amplification_is_per_request_offered_and_per_attempt_apart() {
+fn store_amplification_gates_read_per_request_offered_and_per_attempt_apart() {
     let mut r = run();
     // A retry storm: 4,200 offered, 3 attempts each, 12,600 Redis commands: 3 per request
     // offered, 1 per attempt.
@@ -477,4 +477,50 @@ fn a_recovery_the_runs_end_cut_short_satisfies_a_minimum_it_reached_and_fails_ev
     assert!(!nothing.passes(Bound::Min(0.0)) && !nothing.passes(Bound::Max(5.0)));
     assert!(Actual::Unbounded.passes(Bound::Min(1e9)));
     assert!(!Actual::Unbounded.passes(Bound::Max(1e9)));
+}
+
+#[test]
+fn the_last_second_of_a_run_that_ends_mid_second_is_judged_against_its_length() {
+    let mut r = run();
+    // The run ends at 54.5 s: its last second offers half a second of acme, and the limiter
+    // admits half a second's allowance. Judged against a whole second's it would look like
+    // 50 % wrongful denial, a relapse out of the band.
+    for t in &mut r.targets {
+        t.phases[2].end_s = 54.5;
+    }
+    r.duration_s = 54.5;
+    let series: Vec<SeriesRow> = (0..55u64)
+        .flat_map(|second| {
+            let (offered, admitted) = if second == 54 { (60, 25) } else { (120, 50) };
+            let p99_us = if (10..40).contains(&second) {
+                30_000
+            } else {
+                1_000
+            };
+            ["acme", "all"].map(|tenant| SeriesRow {
+                target: "reference".into(),
+                tenant: tenant.into(),
+                second,
+                phase: String::new(),
+                counts: Counts {
+                    offered,
+                    admitted,
+                    limited: offered - admitted,
+                    ..Counts::default()
+                },
+                p50_us: 0,
+                p99_us,
+                max_us: 0,
+            })
+        })
+        .collect();
+    let reference = &r.targets[0];
+    let recovered = recovery_time(&r, reference, &reference.phases[1], &series).unwrap();
+    assert_eq!(
+        recovered,
+        Recovery::Recovered {
+            after_s: 0.0,
+            relapses: 0
+        }
+    );
 }

@@ -128,10 +128,12 @@ impl Counts {
         self.unavailable + self.server_error
     }
 
-    /// Requests the tenant's client let itself send: what the limiter had a chance to serve
-    /// (a request the client's own throttling refused is not the limiter's refusal).
+    /// Requests that reached the limiter's side: what it had a chance to serve. Neither a
+    /// request the client's own throttling refused nor one the generator dropped unsent is the
+    /// limiter's refusal, so neither counts in its entitlement (drops count in latency
+    /// instead, and beyond 0.1 % make the run untrusted).
     pub fn asked(&self) -> u64 {
-        self.offered - self.throttled
+        self.offered - self.throttled - self.dropped
     }
 
     /// Requests that left the client (their first attempt).
@@ -147,7 +149,10 @@ impl Counts {
     /// Attempts sent per request offered: above 1 when clients retry, below when they
     /// throttle themselves (or requests were dropped).
     pub fn client_amplification(&self) -> Option<f64> {
-        (self.offered > 0).then(|| self.attempts() as f64 / self.offered as f64)
+        // Nothing left the client and nothing was throttled: the generator dropped it all, and
+        // the client's amplification was never measured (0 would pass any max).
+        (self.offered > 0 && self.offered > self.dropped)
+            .then(|| self.attempts() as f64 / self.offered as f64)
     }
 }
 

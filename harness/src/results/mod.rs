@@ -58,8 +58,9 @@ pub struct TenantResult {
     pub counts: Counts,
     /// limit ÷ window × phase length (summed over tenants for `"all"`).
     pub allowance: f64,
-    /// min(offered − throttled, allowance) (summed over tenants for `"all"`): what the
-    /// client's own throttling refused is not the limiter's refusal.
+    /// min(offered − throttled − dropped, allowance) (summed over tenants for `"all"`): what
+    /// the client's own throttling refused or the generator dropped is not the limiter's
+    /// refusal.
     pub entitled: f64,
     /// max(0, admitted − allowance) ÷ allowance (for `"all"`: total excess ÷ total allowance).
     pub over_admission: Option<f64>,
@@ -161,9 +162,7 @@ pub struct LoadTotals {
     /// Not sent, every cause together (the sum of `dropped_by_cause`). Each is counted in its
     /// cell's latency as a request that waited the request timeout.
     pub dropped: u64,
-    /// `dropped` by cause. Absent from run.json files written before it (all 0 then: every
-    /// drop of those was at the in-flight bound).
-    #[serde(default)]
+    /// `dropped` by cause.
     pub dropped_by_cause: crate::load::DroppedByCause,
     pub cancelled: u64,
     /// Sent, but unanswered when an interrupted run stopped waiting: each is counted in its

@@ -130,19 +130,6 @@ fn dropped_requests_by_cause_add_up_across_parts_and_their_total_is_dropped() {
 }
 
 #[test]
-fn load_totals_written_before_drop_causes_and_abandonment_still_read() {
-    let old = r#"{"scheduled": 10, "sent": 8, "dropped": 2, "cancelled": 0}"#;
-    let totals: LoadTotals = serde_json::from_str(old).unwrap();
-    assert_eq!((totals.dropped, totals.abandoned), (2, 0));
-    assert_eq!(totals.dropped_by_cause, Default::default());
-    let written = serde_json::to_value(LoadTotals::default()).unwrap();
-    assert!(
-        written["dropped_by_cause"]["in_flight_bound"].is_u64(),
-        "{written}"
-    );
-}
-
-#[test]
 fn a_late_load_generator_is_reported_as_a_saturated_machine() {
     let quiet = Counts::default();
     let mut targets = vec![target("a", quiet), target("b", quiet)];
