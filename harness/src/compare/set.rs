@@ -208,7 +208,11 @@ fn check_set(path: &Path, set: &RunSet) -> Result<(), CompareError> {
             other: other.run.scenario.clone(),
         });
     }
-    if let Some(worker) = set.repeats.iter().find_map(|r| r.run.worker) {
+    if let Some(worker) = set
+        .repeats
+        .iter()
+        .find_map(|r| r.run.worker.filter(|w| w.is_share()))
+    {
         return Err(CompareError::Worker {
             path: path.to_owned(),
             index: worker.share.index,

@@ -514,7 +514,7 @@ pub fn refuse_incomplete(
     allow_partial: bool,
 ) -> Result<(), GateError> {
     let path = folder.display().to_string();
-    if let Some(worker) = &run.worker {
+    if let Some(worker) = run.worker.filter(|w| w.is_share()) {
         return Err(GateError::Worker {
             path,
             index: worker.share.index,

@@ -430,6 +430,13 @@ fn a_partial_run_is_gated_only_when_allowed_and_a_workers_share_never() {
     });
     let e = refuse_incomplete(folder, &r, true).unwrap_err();
     assert!(e.to_string().contains("merge the workers first"), "{e}");
+    // One worker of one sent the whole traffic: a whole run.
+    r.worker = Some(crate::results::Worker {
+        share: crate::load::Share::WHOLE,
+        start_at_ms: 0,
+        drives_faults: true,
+    });
+    assert!(refuse_incomplete(folder, &r, false).is_ok());
 }
 
 #[test]

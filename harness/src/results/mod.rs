@@ -230,6 +230,14 @@ pub struct Worker {
     pub drives_faults: bool,
 }
 
+impl Worker {
+    /// Whether this process sent a share of the traffic (or none, playing only the faults),
+    /// not all of it: `--worker 1/1` is a whole run.
+    pub fn is_share(&self) -> bool {
+        self.share != crate::load::Share::WHOLE
+    }
+}
+
 /// A phase as it ran on one target: the measurements need these facts from the runner.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PhaseFacts {

@@ -556,7 +556,7 @@ pub async fn run(
     }
     notes.extend(accounting::dropped_in_cells(&scenario, &names, &measured));
     let mut targets = results::build_targets(&scenario, &measured, &facts, ran_for);
-    if opts.worker.is_some() {
+    if opts.worker.is_some_and(|w| w.is_share()) {
         notes.push(results::withhold_for_worker(&mut targets));
     }
     notes.extend(results::broken_before_any_fault(&targets));
