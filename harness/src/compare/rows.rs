@@ -42,15 +42,17 @@ impl RunRecovery {
     }
 }
 
-impl From<Result<Recovery, String>> for RunRecovery {
-    fn from(r: Result<Recovery, String>) -> Self {
+impl From<Result<Recovery, gate::NoBand>> for RunRecovery {
+    fn from(r: Result<Recovery, gate::NoBand>) -> Self {
         match r {
             Ok(Recovery::Recovered { after_s, relapses }) => {
                 RunRecovery::Recovered { after_s, relapses }
             }
             Ok(Recovery::Never) => RunRecovery::Never,
             Ok(r @ Recovery::NotMeasured { .. }) => RunRecovery::NotMeasured { why: r.to_string() },
-            Err(why) => RunRecovery::NotMeasured { why },
+            Err(why) => RunRecovery::NotMeasured {
+                why: why.to_string(),
+            },
         }
     }
 }

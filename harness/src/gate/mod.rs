@@ -377,26 +377,37 @@ fn seconds_of(run: &RunResult, target: &str, series: &[SeriesRow]) -> Vec<Second
         .collect()
 }
 
+/// Why a run has no band to judge recovery against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoBand {
+    /// The scenario has no phase to learn it from: a mistake in the scenario.
+    #[error("recovery_s needs a phase named \"steady\" to learn the band from")]
+    NoSteadyPhase,
+    /// The phase is there but nothing was measured in it: the recovery is not measured.
+    #[error("the steady phase had no traffic to learn the band from")]
+    SilentSteady,
+}
+
 /// How long `target` took after `fault` to be back in its steady band, by the rule of
-/// [`recovery`]; `Err` when the run cannot tell (no steady phase, or a silent one).
+/// [`recovery`]; `Err` when the run has no band to judge it against.
 pub fn recovery_time(
     run: &RunResult,
     target: &TargetResult,
     fault: &PhaseResult,
     series: &[SeriesRow],
-) -> Result<Recovery, String> {
+) -> Result<Recovery, NoBand> {
     let steady = target
         .phases
         .iter()
         .find(|p| p.name == "steady")
-        .ok_or("recovery_s needs a phase named \"steady\" to learn the band from")?;
+        .ok_or(NoBand::NoSteadyPhase)?;
     let samples = seconds_of(run, &target.name, series);
     let in_steady: Vec<SecondSample> = samples
         .iter()
         .copied()
         .filter(|s| s.at_s >= steady.start_s && s.at_s + 1.0 <= steady.end_s)
         .collect();
-    let band = Band::from_steady(&in_steady).ok_or("the steady phase had no traffic")?;
+    let band = Band::from_steady(&in_steady).ok_or(NoBand::SilentSteady)?;
     // Several faults in one run: each one's recovery ends where the next fault begins.
     let next_fault = target
         .phases
@@ -460,9 +471,11 @@ pub fn evaluate(
                     ))
                 })?;
             let actual = match (gate.metric, &gate.tenant) {
-                (Metric::RecoveryS, _) => {
-                    Actual::from(recovery_time(run, target, phase, series).map_err(&invalid)?)
-                }
+                (Metric::RecoveryS, _) => match recovery_time(run, target, phase, series) {
+                    Ok(r) => Actual::from(r),
+                    Err(e @ NoBand::SilentSteady) => Actual::NotMeasured(e.to_string()),
+                    Err(e @ NoBand::NoSteadyPhase) => return Err(invalid(e.to_string())),
+                },
                 (Metric::StoreAmplification, _) => Actual::of(
                     phase.store_amplification,
                     "no Redis command count for this phase, or nothing was offered",

@@ -531,3 +531,41 @@ fn the_last_second_of_a_run_that_ends_mid_second_is_judged_against_its_length() 
         }
     );
 }
+
+#[test]
+fn a_recovery_gate_on_a_run_whose_steady_phase_was_silent_fails_as_not_measured() {
+    let r = run();
+    // Traffic only from the fault on: there is no band to judge the recovery against.
+    let series: Vec<SeriesRow> = (10..55u64)
+        .flat_map(|second| {
+            ["acme", "all"].map(|tenant| SeriesRow {
+                target: "reference".into(),
+                tenant: tenant.into(),
+                second,
+                phase: String::new(),
+                counts: Counts {
+                    offered: 120,
+                    admitted: 50,
+                    ..Counts::default()
+                },
+                p50_us: 0,
+                p99_us: 1_000,
+                max_us: 0,
+            })
+        })
+        .collect();
+    let g = gates(
+        r#"[[gates]]
+        target = "reference"
+        phase = "fault"
+        metric = "recovery_s"
+        max = 5"#,
+    )
+    .unwrap();
+    let check = &evaluate(&r, &series, &g).unwrap()[0];
+    assert!(!check.passed, "{check}");
+    assert_eq!(
+        check.actual,
+        Actual::NotMeasured("the steady phase had no traffic to learn the band from".into())
+    );
+}

@@ -156,7 +156,7 @@ fn outcome(
         wrongful_denial: Worst::of(&phase.tenants, |t| t.wrongful_denial),
         over_admission_after: after.and_then(|a| Worst::of(&a.tenants, |t| t.over_admission)),
         denial_after: after.and_then(|a| Worst::of(&a.tenants, |t| t.wrongful_denial)),
-        recovery_s: gate::recovery_time(run, target, phase, series),
+        recovery_s: gate::recovery_time(run, target, phase, series).map_err(|e| e.to_string()),
         fallbacks: phase.fallbacks,
     }
 }
