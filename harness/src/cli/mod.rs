@@ -2,6 +2,7 @@
 //! `main.rs` parses and dispatches to them.
 
 pub mod init;
+mod init_text;
 pub mod list;
 pub mod scenario;
 pub mod setup;

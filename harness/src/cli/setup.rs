@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::infra::process::{TOXIPROXY_MODULE, TOXIPROXY_VERSION};
+use crate::infra::programs::{TOXIPROXY_MODULE, TOXIPROXY_VERSION};
 use crate::infra::{install_hint, is_executable, locate, tools_bin};
 
 #[derive(Debug, clap::Args)]

@@ -9,13 +9,14 @@ pub mod backend;
 pub mod containers;
 pub mod images;
 pub mod process;
+pub mod programs;
 pub mod redis;
 pub mod toxiproxy_server;
 
 pub use backend::{DockerNotBuilt, Infra};
-pub use process::{
-    ChildProcess, InfraError, LogExcerpt, checkout_above, free_port, install_hint, is_checkout,
-    is_executable, locate, tools_bin, wait_for_tcp, workspace_root,
+pub use process::{ChildProcess, InfraError, LogExcerpt, free_port, wait_for_tcp};
+pub use programs::{
+    checkout_above, install_hint, is_checkout, is_executable, locate, tools_bin, workspace_root,
 };
 pub use redis::RedisServer;
 pub use toxiproxy_server::ToxiproxyServer;
