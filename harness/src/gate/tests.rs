@@ -221,26 +221,51 @@ fn junit_has_one_testcase_per_check_and_escapes() {
     );
 }
 
+/// One second of one target × tenant in `series.csv`: `offered` requests, `admitted` of them
+/// 2xx and the rest 429, the second's p99 `p99_us`.
+fn second_row(
+    target: &str,
+    tenant: &str,
+    second: u64,
+    (offered, admitted): (u64, u64),
+    p99_us: u64,
+) -> SeriesRow {
+    SeriesRow {
+        target: target.into(),
+        tenant: tenant.into(),
+        second,
+        phase: String::new(),
+        counts: Counts {
+            offered,
+            admitted,
+            limited: offered - admitted,
+            ..Counts::default()
+        },
+        p50_us: 0,
+        p99_us,
+        max_us: 0,
+    }
+}
+
+/// acme's and all tenants' rows of the reference over `seconds`, each from `second`.
+fn reference_seconds(
+    seconds: std::ops::Range<u64>,
+    second: impl Fn(u64) -> ((u64, u64), u64),
+) -> Vec<SeriesRow> {
+    seconds
+        .flat_map(|s| {
+            let (counts, p99_us) = second(s);
+            ["acme", "all"].map(|tenant| second_row("reference", tenant, s, counts, p99_us))
+        })
+        .collect()
+}
+
 #[test]
 fn recovery_is_measured_from_the_series_and_never_passes_when_never() {
     let r = run();
-    let row =
-        |target: &str, tenant: &str, second: u64, offered: u64, admitted: u64, p99_us: u64| {
-            SeriesRow {
-                target: target.into(),
-                tenant: tenant.into(),
-                second,
-                phase: String::new(),
-                counts: Counts {
-                    offered,
-                    admitted,
-                    ..Counts::default()
-                },
-                p50_us: 0,
-                p99_us,
-                max_us: 0,
-            }
-        };
+    let row = |target: &str, tenant: &str, second: u64, offered: u64, admitted: u64, p99_us| {
+        second_row(target, tenant, second, (offered, admitted), p99_us)
+    };
     let mut series = Vec::new();
     for second in 0..55 {
         // The reference is back in band 3 s after the fault ends; fail-open never is.
@@ -289,24 +314,7 @@ fn a_recovery_with_too_little_time_after_the_fault_is_not_measured_and_fails_eit
         t.phases[2].end_s = 42.0;
     }
     r.duration_s = 42.0;
-    let series: Vec<SeriesRow> = (0..42u64)
-        .flat_map(|second| {
-            ["acme", "all"].map(|tenant| SeriesRow {
-                target: "reference".into(),
-                tenant: tenant.into(),
-                second,
-                phase: String::new(),
-                counts: Counts {
-                    offered: 120,
-                    admitted: 50,
-                    ..Counts::default()
-                },
-                p50_us: 0,
-                p99_us: 1_000,
-                max_us: 0,
-            })
-        })
-        .collect();
+    let series = reference_seconds(0..42, |_| ((120, 50), 1_000));
     for bound in ["max = 5", "min = 0"] {
         let g = gates(&format!(
             "[[gates]]\ntarget = \"reference\"\nphase = \"fault\"\nmetric = \"recovery_s\"\n{bound}"
@@ -496,31 +504,15 @@ fn the_last_second_of_a_run_that_ends_mid_second_is_judged_against_its_length() 
         t.phases[2].end_s = 54.5;
     }
     r.duration_s = 54.5;
-    let series: Vec<SeriesRow> = (0..55u64)
-        .flat_map(|second| {
-            let (offered, admitted) = if second == 54 { (60, 25) } else { (120, 50) };
-            let p99_us = if (10..40).contains(&second) {
-                30_000
-            } else {
-                1_000
-            };
-            ["acme", "all"].map(|tenant| SeriesRow {
-                target: "reference".into(),
-                tenant: tenant.into(),
-                second,
-                phase: String::new(),
-                counts: Counts {
-                    offered,
-                    admitted,
-                    limited: offered - admitted,
-                    ..Counts::default()
-                },
-                p50_us: 0,
-                p99_us,
-                max_us: 0,
-            })
-        })
-        .collect();
+    let series = reference_seconds(0..55, |second| {
+        let counts = if second == 54 { (60, 25) } else { (120, 50) };
+        let p99_us = if (10..40).contains(&second) {
+            30_000
+        } else {
+            1_000
+        };
+        (counts, p99_us)
+    });
     let reference = &r.targets[0];
     let recovered = recovery_time(&r, reference, &reference.phases[1], &series).unwrap();
     assert_eq!(
@@ -536,24 +528,7 @@ fn the_last_second_of_a_run_that_ends_mid_second_is_judged_against_its_length() 
 fn a_recovery_gate_on_a_run_whose_steady_phase_was_silent_fails_as_not_measured() {
     let r = run();
     // Traffic only from the fault on: there is no band to judge the recovery against.
-    let series: Vec<SeriesRow> = (10..55u64)
-        .flat_map(|second| {
-            ["acme", "all"].map(|tenant| SeriesRow {
-                target: "reference".into(),
-                tenant: tenant.into(),
-                second,
-                phase: String::new(),
-                counts: Counts {
-                    offered: 120,
-                    admitted: 50,
-                    ..Counts::default()
-                },
-                p50_us: 0,
-                p99_us: 1_000,
-                max_us: 0,
-            })
-        })
-        .collect();
+    let series = reference_seconds(10..55, |_| ((120, 50), 1_000));
     let g = gates(
         r#"[[gates]]
         target = "reference"
