@@ -66,6 +66,15 @@ test: setup lint build
     cargo test --workspace
     scripts/docker-tests.sh
 
+# The slow tier, which CI runs after `test`: docs/your-limiter.md's walkthrough end to end. It
+# installs failmode and failmode-reference with `cargo install` (into .tools/install, built in
+# target/install), then runs examples/checkout-api from a directory outside the repository with
+# only those binaries, Redis and Toxiproxy, the checkout hidden (a mount namespace: needs root).
+test-slow: setup-core
+    cargo install --quiet --locked --force --path harness --root .tools/install --target-dir target/install
+    cargo install --quiet --locked --force --path targets/reference --root .tools/install --target-dir target/install
+    cargo test -p failmode --test walkthrough -- --ignored
+
 # Formatting and clippy as CI runs them, clippy also with the `docker` feature (no daemon needed).
 lint:
     cargo fmt --all --check
