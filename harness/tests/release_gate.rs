@@ -83,7 +83,10 @@ fn a_candidate_that_waits_for_a_slow_redis_is_worse_than_the_previous_build_in_t
     assert!(stdout.starts_with(&heading), "{stdout}");
     let markdown = std::fs::read_to_string(&markdown).unwrap();
     assert!(markdown.contains(&heading), "{markdown}");
-    assert!(markdown.contains("| mine-old → mine-new | slow "), "{markdown}");
+    assert!(
+        markdown.contains("| mine-old → mine-new | slow "),
+        "{markdown}"
+    );
 
     // Which rows: the slow phase's latency, clearly. The old build's answers there are local
     // decisions but for those that paid its 20 ms timeout; every one of the new build's waited
