@@ -70,7 +70,8 @@ enum Command {
     Baseline(BaselineCommand),
     /// Compare a candidate with a baseline, per target × phase, deciding latency on the phase's
     /// percentiles with a bootstrap over its seconds: exit 0 nothing worse, 1 something worse
-    /// or not measured, 3 a side's measurement cannot be trusted.
+    /// or not measured, 3 a side's measurement cannot be trusted. Or two targets of one run:
+    /// `compare RESULTS --baseline-target OLD --candidate-target NEW`.
     Compare(CompareArgs),
     /// Faults on an attached deployment.
     #[command(subcommand)]
@@ -151,8 +152,15 @@ enum BaselineCommand {
 struct CompareArgs {
     /// A baseline file, or a results folder (one run or run-1/ … run-N/).
     baseline: PathBuf,
-    /// The same, for the candidate.
-    candidate: PathBuf,
+    /// The same, for the candidate; omitted: the baseline's results, whose two targets
+    /// --baseline-target and --candidate-target pick.
+    candidate: Option<PathBuf>,
+    /// Compare this target of the baseline (alone: with the same name in the candidate).
+    #[arg(long, value_name = "TARGET")]
+    baseline_target: Option<String>,
+    /// Against this target of the candidate (alone: with the same name in the baseline).
+    #[arg(long, value_name = "TARGET")]
+    candidate_target: Option<String>,
     /// Latency: worse only if the whole interval of the ratio is above 1 + this (percent).
     #[arg(long, default_value_t = 10.0)]
     threshold: f64,
@@ -367,9 +375,19 @@ async fn dispatch(explicit: Option<PathBuf>, command: Command) -> anyhow::Result
                 admission_threshold_pp: args.admission_pp,
                 ..compare::CompareOptions::default()
             };
+            let pick = compare::TargetPick {
+                baseline: args.baseline_target,
+                candidate: args.candidate_target,
+            };
             let baseline = compare::load_set(&args.baseline)?;
-            let candidate = compare::load_set(&args.candidate)?;
-            let comparison = compare::compare(&baseline, &candidate, &options)?;
+            let candidate = match &args.candidate {
+                Some(path) => compare::load_set(path)?,
+                None => {
+                    pick.check_for_one_results(&baseline)?;
+                    baseline.clone()
+                }
+            };
+            let comparison = compare::compare_targets(&baseline, &candidate, &pick, &options)?;
             println!("{}", compare::render_table(&comparison));
             let markdown = compare::render_markdown(&comparison);
             if let Some(path) = &args.markdown {

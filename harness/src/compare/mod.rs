@@ -13,6 +13,10 @@
 //! phase on one side only is listed in [`Comparison::one_sided`], never dropped. Runs of
 //! different scenarios are an error.
 //!
+//! Or two targets picked by name, target OLD of the baseline against target NEW of the
+//! candidate, the two sides possibly one run: [`compare_targets`] (`select`), for a release
+//! gate that runs the previous build and the candidate side by side.
+//!
 //! # The decision rule
 //!
 //! **Latency** (p50, p99, p99.9) is judged on the phase's own percentiles: of all the phase's
@@ -77,8 +81,10 @@
 //! side, 0 when none is. Input that cannot be compared (unreadable, a worker's share, an old
 //! baseline file) is a [`CompareError`], exit 2.
 
+mod options;
 mod render;
 mod rows;
+mod select;
 mod set;
 pub mod stats;
 
@@ -88,8 +94,10 @@ use serde::Serialize;
 
 use crate::results::RunResult;
 use crate::results::read::ReadError;
+pub use options::CompareOptions;
 pub use render::{render_markdown, render_table};
 pub use rows::{Evidence, LatencyCi, Rule, RunRecovery};
+pub use select::{TargetPair, TargetPick, compare_targets};
 pub use set::{Repeat, RunSet, Seconds, load_set, save_baseline};
 
 /// Bumped on any change a reader of a baseline file would notice. 2: each second's latency
@@ -141,77 +149,30 @@ pub enum CompareError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("the {side} ({results}) has no target {target:?}; it has: {known}")]
+    UnknownTarget {
+        side: &'static str,
+        results: String,
+        target: String,
+        known: String,
+    },
+    #[error(
+        "{results} is one run on both sides: target {target:?} against itself compares a \
+         measurement with itself; name two of its targets, --baseline-target OLD \
+         --candidate-target NEW (it has: {known})"
+    )]
+    SameTarget {
+        results: String,
+        target: String,
+        known: String,
+    },
+    #[error(
+        "one results given ({results}): name the two of its targets to compare, \
+         --baseline-target OLD --candidate-target NEW (it has: {known})"
+    )]
+    NoTargetsPicked { results: String, known: String },
     #[error("invalid compare option: {0}")]
     Options(String),
-}
-
-/// Thresholds and the bootstrap's settings; [`Default`] gives the documented defaults.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct CompareOptions {
-    /// Latency: the relative change the whole CI must clear (0.10 = 10 %).
-    pub rel_threshold: f64,
-    /// Latency: the change in ms the percentiles must also differ by.
-    pub abs_floor_ms: f64,
-    /// Latency: the CI's level (0.95 = 95 %).
-    pub confidence: f64,
-    pub resamples: usize,
-    pub seed: u64,
-    /// 429 %, 503 %, 5xx % and transport errors %: percentage points.
-    pub status_threshold_pp: f64,
-    /// Over-admission and wrongful denial: percentage points.
-    pub admission_threshold_pp: f64,
-    /// Amplification: the relative growth that counts (0.10 = 10 %)…
-    pub amplification_rel: f64,
-    /// …and the absolute one, in attempts or Redis commands per request offered.
-    pub amplification_abs: f64,
-    /// Recovery: the growth in seconds that counts.
-    pub recovery_threshold_s: f64,
-}
-
-impl Default for CompareOptions {
-    fn default() -> Self {
-        Self {
-            rel_threshold: 0.10,
-            abs_floor_ms: 1.0,
-            confidence: 0.95,
-            resamples: 2_000,
-            seed: 0xfa11_c0de,
-            status_threshold_pp: 1.0,
-            admission_threshold_pp: 2.0,
-            amplification_rel: 0.10,
-            amplification_abs: 0.1,
-            recovery_threshold_s: 1.0,
-        }
-    }
-}
-
-impl CompareOptions {
-    pub fn validate(&self) -> Result<(), CompareError> {
-        let bad = |what: &str| Err(CompareError::Options(what.to_owned()));
-        let non_negative = |v: f64| v.is_finite() && v >= 0.0;
-        if !non_negative(self.rel_threshold) {
-            return bad("the relative threshold must be 0 or more");
-        }
-        if !non_negative(self.abs_floor_ms) {
-            return bad("the absolute floor must be 0 ms or more");
-        }
-        if !(self.confidence > 0.0 && self.confidence < 1.0) {
-            return bad("the confidence level must be between 0 and 1 (0.95 = 95 %)");
-        }
-        if self.resamples < 100 {
-            return bad("at least 100 bootstrap resamples are needed");
-        }
-        if !non_negative(self.status_threshold_pp) || !non_negative(self.admission_threshold_pp) {
-            return bad("rate thresholds must be 0 pp or more");
-        }
-        if !non_negative(self.amplification_rel) || !non_negative(self.amplification_abs) {
-            return bad("amplification thresholds must be 0 or more");
-        }
-        if !non_negative(self.recovery_threshold_s) {
-            return bad("the recovery threshold must be 0 s or more");
-        }
-        Ok(())
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -379,6 +340,9 @@ pub struct Comparison {
     pub scenario: String,
     pub baseline: SideInfo,
     pub candidate: SideInfo,
+    /// Set when two targets were picked by name (`--baseline-target`, `--candidate-target`):
+    /// the rows are then those two targets', labelled "OLD → NEW".
+    pub pair: Option<TargetPair>,
     pub options: CompareOptions,
     pub rows: Vec<Row>,
     pub one_sided: Vec<OneSided>,
@@ -492,13 +456,12 @@ fn untrusted(baseline: &RunSet, candidate: &RunSet) -> Vec<String> {
     why
 }
 
-/// Compares the candidate with the baseline by the rule of the module header. Errs on runs of
-/// different scenarios and on invalid options.
-pub fn compare(
+/// Refuses invalid options and runs of different scenarios.
+fn check_inputs(
     baseline: &RunSet,
     candidate: &RunSet,
     opts: &CompareOptions,
-) -> Result<Comparison, CompareError> {
+) -> Result<(), CompareError> {
     opts.validate()?;
     if baseline.scenario != candidate.scenario {
         return Err(CompareError::ScenarioMismatch {
@@ -506,6 +469,55 @@ pub fn compare(
             candidate: candidate.scenario.clone(),
         });
     }
+    Ok(())
+}
+
+/// The rows of target `names.0` of the baseline against target `names.1` of the candidate,
+/// phase by phase matched by name, labelled `label`; a phase one side lacks goes to
+/// `one_sided`.
+fn target_rows(
+    (baseline, candidate): (&RunSet, &RunSet),
+    (b_target, c_target): (&str, &str),
+    label: &str,
+    opts: &CompareOptions,
+    (rows, one_sided): (&mut Vec<Row>, &mut Vec<OneSided>),
+) {
+    let b_phases = ordered_union(baseline.phases(b_target));
+    let c_phases = ordered_union(candidate.phases(c_target));
+    for phase in ordered_union(b_phases.iter().chain(&c_phases).copied()) {
+        let (base, cand) = (
+            baseline.runs_of(b_target, phase),
+            candidate.runs_of(c_target, phase),
+        );
+        if base.is_empty() || cand.is_empty() {
+            one_sided.push(OneSided {
+                target: label.to_owned(),
+                phase: Some(phase.to_owned()),
+                side: if base.is_empty() {
+                    Side::Candidate
+                } else {
+                    Side::Baseline
+                },
+            });
+            continue;
+        }
+        for mut row in rows::phase_rows(&base, &cand, opts) {
+            row.target = label.to_owned();
+            row.phase = phase.to_owned();
+            rows.push(row);
+        }
+    }
+}
+
+/// Compares the candidate with the baseline by the rule of the module header, every target
+/// with the one of the same name. Errs on runs of different scenarios and on invalid options.
+/// [`compare_targets`] compares two targets picked by name instead.
+pub fn compare(
+    baseline: &RunSet,
+    candidate: &RunSet,
+    opts: &CompareOptions,
+) -> Result<Comparison, CompareError> {
+    check_inputs(baseline, candidate, opts)?;
     let mut rows = Vec::new();
     let mut one_sided = Vec::new();
     let (b_targets, c_targets): (Vec<&str>, Vec<&str>) = (
@@ -526,36 +538,19 @@ pub fn compare(
             });
             continue;
         }
-        let b_phases = ordered_union(baseline.phases(target));
-        let c_phases = ordered_union(candidate.phases(target));
-        for phase in ordered_union(b_phases.iter().chain(&c_phases).copied()) {
-            let (base, cand) = (
-                baseline.runs_of(target, phase),
-                candidate.runs_of(target, phase),
-            );
-            if base.is_empty() || cand.is_empty() {
-                one_sided.push(OneSided {
-                    target: target.to_owned(),
-                    phase: Some(phase.to_owned()),
-                    side: if base.is_empty() {
-                        Side::Candidate
-                    } else {
-                        Side::Baseline
-                    },
-                });
-                continue;
-            }
-            for mut row in rows::phase_rows(&base, &cand, opts) {
-                row.target = target.to_owned();
-                row.phase = phase.to_owned();
-                rows.push(row);
-            }
-        }
+        target_rows(
+            (baseline, candidate),
+            (target, target),
+            target,
+            opts,
+            (&mut rows, &mut one_sided),
+        );
     }
     Ok(Comparison {
         scenario: baseline.scenario.clone(),
         baseline: baseline.info(),
         candidate: candidate.info(),
+        pair: None,
         options: *opts,
         rows,
         one_sided,

@@ -306,6 +306,7 @@ fn rule_text(o: &CompareOptions) -> String {
     )
 }
 
+/// What is compared with what: the two sources, and the two targets when they were picked.
 fn heading(c: &Comparison) -> String {
     let runs = |n: usize| {
         if n == 1 {
@@ -314,14 +315,35 @@ fn heading(c: &Comparison) -> String {
             format!("{n} runs")
         }
     };
-    format!(
-        "{}: baseline {} ({}) → candidate {} ({})",
-        c.scenario,
-        c.baseline.source,
-        runs(c.baseline.runs),
-        c.candidate.source,
-        runs(c.candidate.runs)
-    )
+    let (b, k) = (&c.baseline, &c.candidate);
+    match &c.pair {
+        Some(p) if p.same_run => format!(
+            "{}: {} → {}, same run, {} ({})",
+            c.scenario,
+            p.baseline,
+            p.candidate,
+            b.source,
+            runs(b.runs)
+        ),
+        Some(p) => format!(
+            "{}: baseline {} of {} ({}) → candidate {} of {} ({})",
+            c.scenario,
+            p.baseline,
+            b.source,
+            runs(b.runs),
+            p.candidate,
+            k.source,
+            runs(k.runs)
+        ),
+        None => format!(
+            "{}: baseline {} ({}) → candidate {} ({})",
+            c.scenario,
+            b.source,
+            runs(b.runs),
+            k.source,
+            runs(k.runs)
+        ),
+    }
 }
 
 /// The terminal report: heading, one row per target × phase × metric, what only one side ran,
