@@ -212,8 +212,9 @@ struct GateArgs {
 #[derive(Debug, clap::Args)]
 struct ScenarioArgs {
     /// A scenario name (`failmode list`: the project's, the checkout's or a built-in one, e.g.
-    /// slow-redis) or a path to a TOML file.
-    scenario: String,
+    /// slow-redis) or a path to a TOML file. Left out: the project's own scenario, when it
+    /// has exactly one (as `failmode init` writes).
+    scenario: Option<String>,
     /// Seed for arrival schedules and Toxiproxy's randomness (default: the scenario's).
     #[arg(long)]
     seed: Option<u64>,
@@ -231,7 +232,11 @@ impl ScenarioArgs {
         if !(self.duration_scale.is_finite() && self.duration_scale > 0.0) {
             anyhow::bail!("--duration-scale must be a number greater than zero");
         }
-        let mut scenario = project.find_scenario(&self.scenario)?;
+        let name = match &self.scenario {
+            Some(name) => name.clone(),
+            None => project.only_scenario()?,
+        };
+        let mut scenario = project.find_scenario(&name)?;
         if let Some(seed) = self.seed {
             scenario.seed = seed;
         }

@@ -55,6 +55,11 @@ pub enum ProjectError {
     NoSuchDirectory(PathBuf),
     #[error("cannot read the current directory: {0}")]
     CurrentDirectory(std::io::Error),
+    #[error(
+        "name a scenario: {0} (a scenario can be left out only in a project with exactly one \
+         of its own, as `failmode init` writes; `failmode list` shows them all)"
+    )]
+    WhichScenario(String),
 }
 
 /// The directories a command finds things in.
@@ -220,6 +225,27 @@ impl Project {
             source: Source::BuiltIn,
             path: None,
         })
+    }
+
+    /// The name of the project's one scenario of its own, for a command that names none.
+    pub fn only_scenario(&self) -> Result<String, ProjectError> {
+        let own: Vec<String> = self
+            .scenarios()
+            .into_iter()
+            .filter(|e| e.source == Source::Project)
+            .map(|e| e.name)
+            .collect();
+        match own.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(ProjectError::WhichScenario(
+                "this project has no scenario of its own".into(),
+            )),
+            many => Err(ProjectError::WhichScenario(format!(
+                "this project has {}: {}",
+                many.len(),
+                many.join(", ")
+            ))),
+        }
     }
 
     /// A scenario by path (`x.toml`, `dir/x`) or by name.

@@ -325,3 +325,21 @@ fn a_manifest_named_by_path_is_checked_naming_the_key_and_line() {
     );
     assert!(e.contains("\"a\" is listed twice"), "{e}");
 }
+
+#[test]
+fn a_command_naming_no_scenario_gets_the_projects_only_scenario_and_is_told_to_name_one_otherwise()
+{
+    let tree = Tree::new();
+    tree.dir("repo/failmode/scenarios");
+    let project = Project::find_from(&tree.path("repo"));
+    let none = project.only_scenario().unwrap_err().to_string();
+    assert!(none.contains("no scenario of its own"), "{none}");
+
+    let text = builtin::scenario("slow-redis").unwrap();
+    tree.write("repo/failmode/scenarios/mine.toml", text);
+    assert_eq!(project.only_scenario().unwrap(), "mine");
+
+    tree.write("repo/failmode/scenarios/other.toml", text);
+    let two = project.only_scenario().unwrap_err().to_string();
+    assert!(two.contains("2: mine, other"), "{two}");
+}
