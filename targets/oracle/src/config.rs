@@ -234,7 +234,10 @@ mod tests {
     fn bad_values_name_their_variable() {
         let cases: [(&[&str], &str); 7] = [
             (&["--refuse-status", "200"], "FAILMODE_ORACLE_REFUSE_STATUS"),
-            (&["--refuse-status", "1000"], "FAILMODE_ORACLE_REFUSE_STATUS"),
+            (
+                &["--refuse-status", "1000"],
+                "FAILMODE_ORACLE_REFUSE_STATUS",
+            ),
             (&["--limit", "12.5"], "FAILMODE_LIMIT"),
             (&["--window", "soon"], "FAILMODE_WINDOW"),
             (&["--window", "0s"], "longer than zero"),
