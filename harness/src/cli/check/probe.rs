@@ -46,14 +46,17 @@ impl Plan {
         self.limit * (self.instances + 2).max(3)
     }
 
-    /// Caller B's requests beside A: at most half the limit, at least one.
-    pub fn beside(&self) -> u32 {
-        (self.limit / 2).clamp(1, BESIDE_AT_MOST)
+    /// Caller B's requests beside A: at most half the limit, and at most half what A was
+    /// admitted per window (a target limiting below the limit must not refuse B for its own
+    /// count), at least one.
+    pub fn beside(&self, admitted_per_window: f64) -> u32 {
+        let under = f64::from(self.limit).min(admitted_per_window) / 2.0;
+        (under.floor() as u32).clamp(1, BESIDE_AT_MOST)
     }
 
-    /// Every request the check sends, and for how long.
+    /// The most requests the check sends.
     pub fn requests(&self) -> u32 {
-        self.over_per_window() * (WINDOWS_MEASURED + 1) + self.beside()
+        self.over_per_window() * (WINDOWS_MEASURED + 1) + self.beside(f64::from(self.limit))
     }
 
     pub fn duration(&self) -> Duration {
@@ -165,6 +168,7 @@ pub async fn measure(def: &TargetDef, instances: &[SocketAddr], plan: &Plan) -> 
     )
     .await;
     let next = start + measured_span;
+    let beside_count = plan.beside(f64::from(over.admitted) / f64::from(WINDOWS_MEASURED));
     // A's last window is not counted: it only keeps A's budget spent while B sends.
     let (over_beside, beside) = tokio::join!(
         paced(&a, def, instances, next, plan.window, per_window),
@@ -173,9 +177,9 @@ pub async fn measure(def: &TargetDef, instances: &[SocketAddr], plan: &Plan) -> 
             &b,
             def,
             instances,
-            next + plan.window / (2 * plan.beside()),
+            next + plan.window / (2 * beside_count),
             plan.window,
-            plan.beside()
+            beside_count
         ),
     );
     Measured {
@@ -245,15 +249,17 @@ mod tests {
             instances: 4,
         };
         assert!(plan.over_per_window() > plan.limit * plan.instances);
-        assert_eq!(plan.beside(), 3);
+        assert_eq!(plan.beside(7.0), 3);
+        // A target limiting at 2 gets one request from B, which its own limit admits.
+        assert_eq!(plan.beside(1.7), 1);
         assert_eq!(plan.duration(), Duration::from_secs(2));
         let one = Plan {
             limit: 1,
             instances: 1,
             ..plan
         };
-        assert_eq!((one.over_per_window(), one.beside()), (3, 1));
-        assert_eq!(Plan { limit: 100, ..plan }.beside(), BESIDE_AT_MOST);
+        assert_eq!((one.over_per_window(), one.beside(1.0)), (3, 1));
+        assert_eq!(Plan { limit: 100, ..plan }.beside(100.0), BESIDE_AT_MOST);
     }
 
     #[test]

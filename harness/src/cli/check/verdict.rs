@@ -193,8 +193,18 @@ fn not_answering(
     match probe {
         ReadyProbe::Refused => Finding::fail(
             format!(
-                "not listening on {{port}}: instance {index} was given port {} and {seen} after {timeout:?}",
-                addr.port()
+                "not listening on {{port}}: instance {index} was given port {}, but after \
+                 {timeout:?} nothing listens there{}",
+                addr.port(),
+                match listening
+                    .iter()
+                    .filter(|a| a.port() != addr.port())
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                {
+                    v if v.is_empty() => String::new(),
+                    v => format!("; the process listens on {}", v.join(", ")),
+                }
             ),
             format!(
                 "make the service listen on the port failmode gives it: put {{port}} in \
