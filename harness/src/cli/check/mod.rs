@@ -65,8 +65,9 @@ pub enum CheckError {
     Input(String),
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    // Boxed: a target's errors carry its log's tail, and this error is returned often.
     #[error(transparent)]
-    Target(#[from] TargetError),
+    Target(#[from] Box<TargetError>),
     #[error("the check's redis-server: {0}")]
     Redis(InfraError),
     #[error("cannot prepare the check's log folder {path}: {source}")]
@@ -106,7 +107,7 @@ pub async fn check(project: &Project, args: &CheckArgs) -> Result<Verdict, Check
         }
         let build = crate::targets::build(std::slice::from_ref(&def), project.root());
         tokio::select! {
-            built = build => built?,
+            built = build => built.map_err(Box::new)?,
             () = signals.next() => return Ok(Verdict::Interrupted),
         }
     }
@@ -235,7 +236,7 @@ async fn examine(
                 print!("{}{}", not_ready.render(), rest.render());
                 Ok(vec![not_ready, rest])
             }
-            None => Err(e.into()),
+            None => Err(Box::new(e).into()),
         },
     };
     fleet.stop().await;
