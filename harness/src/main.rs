@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use clap::{Parser, Subcommand};
+use failmode::cli::check::CheckArgs;
 use failmode::cli::init::InitArgs;
 use failmode::cli::scenario::ScenarioCommand;
 use failmode::cli::setup::SetupArgs;
@@ -52,6 +53,12 @@ enum Command {
     /// Install what every run needs and is missing: redis-server (Debian's package) and
     /// toxiproxy-server (go install, into ~/.cache/failmode/bin).
     Setup(SetupArgs),
+    /// Check a target before any chaos: start it briefly with a healthy Redis (its build
+    /// step, its instances, limit 10 per 1 s unless told) and say what is wrong, each with the
+    /// fix: not ready, not listening on {port}, not limiting at {limit}, tenants limited
+    /// together, an undeclared refusal status, not using {redis_url}. Exit 0 all good, 1 the
+    /// target misbehaves, 2 bad input.
+    Check(CheckArgs),
     /// Run a scenario: every target side by side, the fault timeline applied to all at once.
     Run(RunArgs),
     /// Check a results folder against the gates of its scenario (or --gates FILE):
@@ -331,6 +338,10 @@ async fn dispatch(explicit: Option<PathBuf>, command: Command) -> anyhow::Result
             let written = cli::init::init(&dir, &project, &args)?;
             print!("{}", cli::init::report(&written, &dir));
             Ok(exit_code(0))
+        }
+        Command::Check(args) => {
+            let verdict = cli::check::check(&project, &args).await?;
+            Ok(exit_code(verdict.exit_code()))
         }
         Command::Setup(args) => {
             let complete = cli::setup::setup(&args)?;

@@ -125,8 +125,9 @@ pub fn report(written: &Written, dir: &Path) -> String {
     text += &format!(
         "\nnext:\n  \
          1. edit {manifest}: the command that starts your service, and its settings\n  \
-         2. failmode setup                         (redis-server and toxiproxy-server, if missing)\n  \
-         3. failmode run {name} --duration-scale 0.2  (a quick look; `--gate` checks the gates)\n",
+         2. failmode check {name}                  (what is wrong with it before any chaos, and the fix)\n  \
+         3. failmode run {name} --duration-scale 0.2  (a quick look; `--gate` checks the gates)\n\
+         (failmode setup installs redis-server and toxiproxy-server when they are missing)\n",
         manifest = show(&written.manifest),
     );
     text

@@ -350,6 +350,9 @@ From this directory or any below it:
 
     failmode setup                          # redis-server and toxiproxy-server, when missing
     failmode list                           # scenarios and targets, and where each comes from
+    failmode check {name}                   # step 2, after the manifest: what is wrong before
+                                            # any chaos (not ready, wrong port, limit, caller
+                                            # header, refusal status, Redis), each with its fix
     failmode run {name} --duration-scale 0.2   # a quick look
     failmode run {name} --gate              # the whole run, then the gates (exit 1 if one fails)
     failmode scenario show redis-down       # a shipped scenario, to copy into scenarios/

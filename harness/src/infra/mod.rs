@@ -11,6 +11,7 @@ pub mod images;
 pub mod process;
 pub mod programs;
 pub mod redis;
+pub mod sockets;
 pub mod toxiproxy_server;
 
 pub use backend::{DockerNotBuilt, Infra};

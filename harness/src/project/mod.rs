@@ -344,6 +344,36 @@ impl Project {
         Ok(defs)
     }
 
+    /// One target by name (as [`targets`](Self::targets) finds it) or by the path of a
+    /// manifest (`.toml`, or a folder in it) that declares a single variant.
+    pub fn find_target(&self, name_or_path: &str) -> Result<TargetDef, ManifestError> {
+        if !is_path(name_or_path) {
+            let all: Vec<TargetDef> = self.targets()?.into_iter().map(|e| e.def).collect();
+            return manifest::select(&all, &[name_or_path.to_owned()])
+                .map(|mut defs| defs.remove(0));
+        }
+        let path = Path::new(name_or_path);
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        let mut defs = manifest::read(&path)?;
+        if defs.len() != 1 {
+            return Err(ManifestError::Invalid {
+                path,
+                message: format!(
+                    "declares {} variants ({}): name one of them instead of the file, from the \
+                     project that holds it",
+                    defs.len(),
+                    defs.iter()
+                        .map(|d| d.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+        let mut def = defs.remove(0);
+        def.dir = Some(self.root_of(&path));
+        Ok(def)
+    }
+
     /// The manifests `failmode init --template NAME` starts from: every target found, then
     /// the peers built in.
     pub fn templates(&self) -> Result<Vec<TargetEntry>, ManifestError> {

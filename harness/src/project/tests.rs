@@ -343,3 +343,28 @@ fn a_command_naming_no_scenario_gets_the_projects_only_scenario_and_is_told_to_n
     let two = project.only_scenario().unwrap_err().to_string();
     assert!(two.contains("2: mine, other"), "{two}");
 }
+
+#[test]
+fn check_finds_a_target_by_name_or_by_a_manifest_of_one_variant() {
+    let tree = Tree::new();
+    tree.write(
+        "app/failmode/targets/mine/target.toml",
+        &manifest(&["mine"]),
+    );
+    let two = tree.write("elsewhere/two.toml", &manifest(&["a", "b"]));
+    let one = tree.write("app/extra/one.toml", &manifest(&["solo"]));
+    let project = Project::find_from(&tree.path("app"));
+    assert_eq!(project.find_target("mine").unwrap().name, "mine");
+    assert_eq!(project.find_target("reference").unwrap().name, "reference");
+    let err = project.find_target("nope").unwrap_err().to_string();
+    assert!(err.contains("\"nope\"") && err.contains("mine"), "{err}");
+    let solo = project.find_target(one.to_str().unwrap()).unwrap();
+    assert_eq!(solo.name, "solo");
+    // A manifest inside the project runs from the project's root, as its named targets do.
+    assert_eq!(solo.dir, Some(tree.path("app")));
+    let err = project
+        .find_target(two.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("2 variants (a, b)"), "{err}");
+}

@@ -29,7 +29,7 @@ use super::RunError;
 const WARM_UP_REQUESTS: usize = 20;
 const WARM_UP_CALLER: &str = "failmode-warm-up";
 
-async fn warm_up(def: &TargetDef, fleet: &Fleet, http: &reqwest::Client) {
+pub(crate) async fn warm_up(def: &TargetDef, fleet: &Fleet, http: &reqwest::Client) {
     join_all(fleet.running().into_iter().map(|i| async move {
         let url = format!("http://{}{}", i.addr, def.request_path);
         for _ in 0..WARM_UP_REQUESTS {

@@ -27,7 +27,8 @@ pub enum TargetError {
     #[error("target {target}: {error}")]
     Infra { target: String, error: InfraError },
     #[error(
-        "target {target} instance {index} did not become ready at http://{addr}{path} within {timeout:?}; see {log}:\n{tail}"
+        "target {target} instance {index} did not become ready at http://{addr}{path} within {timeout:?} ({}); see {log}:\n{tail}",
+        probe.describe(*addr, listening)
     )]
     NotReady {
         target: String,
@@ -35,6 +36,10 @@ pub enum TargetError {
         addr: SocketAddr,
         path: String,
         timeout: Duration,
+        /// What the last readiness probe saw.
+        probe: ReadyProbe,
+        /// Where the instance's process group listens instead (Linux; empty elsewhere).
+        listening: Vec<SocketAddr>,
         log: PathBuf,
         tail: String,
     },
@@ -88,6 +93,53 @@ pub async fn build(defs: &[TargetDef], root: &Path) -> Result<(), TargetError> {
         }
     }
     Ok(())
+}
+
+/// What the last readiness probe of an instance that never became ready saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadyProbe {
+    /// Nothing accepted a connection on its `{port}`.
+    Refused,
+    /// A connection, but no answer within the probe's timeout.
+    Silent,
+    /// An answer other than 2xx.
+    Status(u16),
+    /// Something else went wrong (the HTTP client's words).
+    Failed(String),
+}
+
+impl ReadyProbe {
+    fn of(result: &Result<reqwest::Response, reqwest::Error>) -> Self {
+        match result {
+            Ok(r) => Self::Status(r.status().as_u16()),
+            Err(e) if e.is_connect() => Self::Refused,
+            Err(e) if e.is_timeout() => Self::Silent,
+            Err(e) => Self::Failed(e.to_string()),
+        }
+    }
+
+    /// In words, for an instance expected at `addr` whose process group listens on
+    /// `listening`.
+    pub fn describe(&self, addr: SocketAddr, listening: &[SocketAddr]) -> String {
+        let elsewhere: Vec<String> = listening
+            .iter()
+            .filter(|a| a.port() != addr.port())
+            .map(ToString::to_string)
+            .collect();
+        match self {
+            Self::Refused if elsewhere.is_empty() => {
+                format!("nothing listens on port {}", addr.port())
+            }
+            Self::Refused => format!(
+                "nothing listens on port {}; the process listens on {}",
+                addr.port(),
+                elsewhere.join(", ")
+            ),
+            Self::Silent => "it accepts connections but did not answer".to_owned(),
+            Self::Status(code) => format!("the last probe was answered {code}"),
+            Self::Failed(why) => format!("the last probe failed: {why}"),
+        }
+    }
 }
 
 /// What an instance is started with.
@@ -199,7 +251,7 @@ async fn wait_ready(
             .timeout(Duration::from_millis(500))
             .send()
             .await;
-        if probe.is_ok_and(|r| r.status().is_success()) {
+        if probe.as_ref().is_ok_and(|r| r.status().is_success()) {
             return Ok(());
         }
         if Instant::now() >= deadline {
@@ -209,6 +261,8 @@ async fn wait_ready(
                 addr: instance.addr,
                 path: def.ready_path.clone(),
                 timeout: def.ready_timeout,
+                probe: ReadyProbe::of(&probe),
+                listening: crate::infra::sockets::listening_addrs(instance.process.pid()),
                 log: instance.process.log_path().to_owned(),
                 tail: instance.process.log_tail(),
             });

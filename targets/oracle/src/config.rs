@@ -60,6 +60,10 @@ struct Args {
     /// warm-up requests); empty: none.
     #[arg(long, env = "FAILMODE_ORACLE_WARM_UP_CALLER", default_value = HARNESS_WARM_UP_CALLER)]
     warm_up_caller: String,
+    /// The status a `limit` refuses with: 429, or another 4xx/5xx to play a limiter that
+    /// answers something else over the limit (503: NGINX's `limit_req` default).
+    #[arg(long, env = "FAILMODE_ORACLE_REFUSE_STATUS", default_value_t = 429)]
+    refuse_status: u16,
 }
 
 /// The validated configuration.
@@ -72,6 +76,8 @@ pub struct Config {
     pub warm_up_caller: Option<String>,
     /// t0 is this long before the first request.
     pub lead: std::time::Duration,
+    /// What a `limit` answers over the limit.
+    pub refuse_status: hyper::StatusCode,
 }
 
 /// Why the configuration could not be read.
@@ -139,6 +145,15 @@ impl TryFrom<Args> for Config {
             .script
             .parse()
             .map_err(|e| invalid("FAILMODE_ORACLE_SCRIPT (--script)", e))?;
+        let refuse_status = hyper::StatusCode::from_u16(args.refuse_status)
+            .ok()
+            .filter(|s| s.is_client_error() || s.is_server_error())
+            .ok_or_else(|| {
+                invalid(
+                    "FAILMODE_ORACLE_REFUSE_STATUS (--refuse-status)",
+                    format!("{}: a refusal is a 4xx or 5xx status", args.refuse_status),
+                )
+            })?;
         Ok(Self {
             listen: SocketAddr::new(args.bind, args.port),
             caller_header,
@@ -149,6 +164,7 @@ impl TryFrom<Args> for Config {
             },
             warm_up_caller: Some(args.warm_up_caller).filter(|c| !c.is_empty()),
             lead: std::time::Duration::from_millis(args.lead_ms),
+            refuse_status,
         })
     }
 }
@@ -201,6 +217,9 @@ mod tests {
             config.warm_up_caller.as_deref(),
             Some(HARNESS_WARM_UP_CALLER)
         );
+        assert_eq!(config.refuse_status, 429);
+        let config = parse(&["--refuse-status", "503"]).unwrap();
+        assert_eq!(config.refuse_status, 503);
     }
 
     #[test]
@@ -213,7 +232,12 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_variable() {
-        let cases: [(&[&str], &str); 5] = [
+        let cases: [(&[&str], &str); 7] = [
+            (&["--refuse-status", "200"], "FAILMODE_ORACLE_REFUSE_STATUS"),
+            (
+                &["--refuse-status", "1000"],
+                "FAILMODE_ORACLE_REFUSE_STATUS",
+            ),
             (&["--limit", "12.5"], "FAILMODE_LIMIT"),
             (&["--window", "soon"], "FAILMODE_WINDOW"),
             (&["--window", "0s"], "longer than zero"),

@@ -42,6 +42,8 @@ pub struct App {
     pub counters: Counters,
     pub caller_header: HeaderName,
     pub warm_up_caller: Option<String>,
+    /// What a `limit` answers over the limit (429 unless `FAILMODE_ORACLE_REFUSE_STATUS`).
+    pub refuse_status: StatusCode,
 }
 
 /// Accepts connections forever, each served by its own task.
@@ -124,8 +126,11 @@ async fn api(app: &App, hang_up: &Notify, request: &Request<Incoming>) -> Respon
         return text(StatusCode::OK, "warm-up\n");
     }
     let decision = app.oracle.decide(caller, Instant::now);
-    app.counters
-        .count(decision.answer.label(), decision.answer.status());
+    let status = match decision.answer {
+        Answer::Limited { .. } => Some(app.refuse_status.as_u16()),
+        other => other.status(),
+    };
+    app.counters.count(decision.answer.label(), status);
     if !decision.delay.is_zero() {
         tokio::time::sleep(decision.delay).await;
     }
@@ -134,7 +139,7 @@ async fn api(app: &App, hang_up: &Notify, request: &Request<Incoming>) -> Respon
             text(StatusCode::OK, format!("{}\n", decision.answer.label()))
         }
         Answer::Limited { retry_after } => {
-            let mut r = text(StatusCode::TOO_MANY_REQUESTS, "limited\n");
+            let mut r = text(app.refuse_status, "limited\n");
             r.headers_mut().insert(
                 header::RETRY_AFTER,
                 HeaderValue::from(whole_seconds(retry_after)),

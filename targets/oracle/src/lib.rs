@@ -61,6 +61,7 @@ impl Server {
             counters: Counters::default(),
             caller_header: config.caller_header,
             warm_up_caller: config.warm_up_caller,
+            refuse_status: config.refuse_status,
         });
         let serving = tokio::spawn(http::serve(listener, app));
         Ok(Self { addr, serving })

@@ -1,0 +1,351 @@
+//! `failmode check TARGET`: a doctor for a new target. It starts the target as a run would
+//! (its build step, a healthy redis-server of its own, its instances with every placeholder
+//! filled), sends a few seconds of paced traffic from two callers, and says in plain words
+//! what is wrong before any chaos, each failure with its fix:
+//!
+//! 1. **ready**: every instance answers its readiness path on `{port}`; else the process's
+//!    exit status, or where it listens instead, and its log's last lines;
+//! 2. **limits at `{limit}`**: a caller over the limit is admitted about the limit per window
+//!    (the band is explained in `verdict`); none refused is "not limiting";
+//! 3. **per caller**: a second caller under its limit is not refused while the first is over
+//!    it (else the caller header is ignored: tenants limited together);
+//! 4. **refusal status**: refusals come with the manifest's `refuses_with` (429 by default);
+//! 5. **uses `{redis_url}`**: its Redis saw commands during the traffic (`INFO commandstats`).
+//!
+//! Redis is reached directly, without Toxiproxy: nothing is broken during a check, and a
+//! proxy would only add a process. Exit 0 when everything passes, 1 when the target runs but
+//! misbehaves, 2 on bad input (unknown target, broken manifest, a program that cannot start),
+//! 130 when interrupted; every child is stopped on every path.
+
+pub mod probe;
+pub mod verdict;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use probe::{Measured, Plan};
+use verdict::{Finding, Status};
+
+use crate::infra::{InfraError, RedisServer};
+use crate::project::Project;
+use crate::targets::{Fleet, FleetLaunch, ManifestError, TargetDef, TargetError};
+
+/// The limit a check starts the target with unless `--limit` says otherwise: small, so a
+/// check sends little, and not a round number a service might have as its own default.
+pub const DEFAULT_LIMIT: u32 = 10;
+/// The window unless `--window`: one second keeps the whole check to about five.
+pub const DEFAULT_WINDOW: &str = "1s";
+/// The longest window a check waits through (the check lasts four of them).
+const LONGEST_WINDOW: Duration = Duration::from_secs(60);
+/// The most requests per second a check sends: a doctor's visit, not a load test.
+const FASTEST_RATE: f64 = 2_000.0;
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// A target's name (`failmode list`: the project's, the checkout's or a built-in one) or
+    /// the path of a manifest declaring one variant.
+    pub target: String,
+    /// Instances to start ({instance_count}). Default: the manifest's default_instances.
+    #[arg(long)]
+    pub instances: Option<u32>,
+    /// Requests per caller per window the target is started with ({limit}).
+    #[arg(long, default_value_t = DEFAULT_LIMIT)]
+    pub limit: u32,
+    /// The window of the limit ({window_ms}, {window_s}); humantime: 1s, 500ms.
+    #[arg(long, default_value = DEFAULT_WINDOW, value_parser = humantime::parse_duration)]
+    pub window: Duration,
+    /// Skip the target's build command (it must already be built).
+    #[arg(long)]
+    pub no_build: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("{0}")]
+    Input(String),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    // Boxed: a target's errors carry its log's tail, and this error is returned often.
+    #[error(transparent)]
+    Target(#[from] Box<TargetError>),
+    #[error("the check's redis-server: {0}")]
+    Redis(InfraError),
+    #[error("cannot prepare the check's log folder {path}: {source}")]
+    Logs {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// How a check ended, as an exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Healthy,
+    Misbehaves,
+    Interrupted,
+}
+
+impl Verdict {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Self::Healthy => 0,
+            Self::Misbehaves => 1,
+            Self::Interrupted => 130,
+        }
+    }
+}
+
+/// Runs the check of `args.target`, printing each finding as it comes.
+pub async fn check(project: &Project, args: &CheckArgs) -> Result<Verdict, CheckError> {
+    let def = project.find_target(&args.target)?;
+    let plan = plan(&def, args)?;
+    let log_dir = fresh_log_dir(project, &def)?;
+    let mut signals = Signals::new();
+    if !args.no_build {
+        if let Some(command) = &def.build {
+            println!("building {}: {}", def.name, command.join(" "));
+        }
+        let build = crate::targets::build(std::slice::from_ref(&def), project.root());
+        tokio::select! {
+            built = build => built.map_err(Box::new)?,
+            () = signals.next() => return Ok(Verdict::Interrupted),
+        }
+    }
+    let mut redis = RedisServer::start("redis-check", &log_dir)
+        .await
+        .map_err(CheckError::Redis)?;
+    println!(
+        "checking {} ({}): {} instance{}, limit {} per {} window, its own Redis at {}; logs in {}",
+        def.name,
+        def.manifest.display(),
+        plan.instances,
+        if plan.instances == 1 { "" } else { "s" },
+        plan.limit,
+        humantime::format_duration(plan.window),
+        redis.url(),
+        log_dir.display()
+    );
+    let root = def.dir.clone().unwrap_or_else(|| project.root().to_owned());
+    let examined = tokio::select! {
+        // Dropped on a signal: the instances it started are killed with their process groups.
+        found = examine(&def, &plan, &redis, &root, &log_dir) => Some(found),
+        () = signals.next() => None,
+    };
+    let _ = redis.stop().await;
+    let Some(findings) = examined.transpose()? else {
+        println!("interrupted: every instance and the redis-server stopped");
+        return Ok(Verdict::Interrupted);
+    };
+    let failed = findings.iter().filter(|f| f.status == Status::Fail).count();
+    if failed == 0 {
+        println!("all {} checks pass", findings.len());
+        Ok(Verdict::Healthy)
+    } else {
+        println!(
+            "{failed} of {} checks fail; logs in {}",
+            findings.len(),
+            log_dir.display()
+        );
+        Ok(Verdict::Misbehaves)
+    }
+}
+
+/// The check's traffic for this target and these flags, refused when it would not be quick.
+fn plan(def: &TargetDef, args: &CheckArgs) -> Result<Plan, CheckError> {
+    let input = |m: String| Err(CheckError::Input(m));
+    if args.limit == 0 {
+        return input("--limit must be at least 1".into());
+    }
+    if args.window.is_zero() || args.window > LONGEST_WINDOW {
+        return input(format!(
+            "--window must be longer than zero and at most {} (a check lasts four windows)",
+            humantime::format_duration(LONGEST_WINDOW)
+        ));
+    }
+    let instances = args.instances.unwrap_or(def.default_instances);
+    if instances == 0 {
+        return input("--instances must be at least 1".into());
+    }
+    let plan = Plan {
+        limit: args.limit,
+        window: args.window,
+        instances,
+    };
+    let rate = f64::from(plan.over_per_window()) / plan.window.as_secs_f64();
+    if rate > FASTEST_RATE {
+        return input(format!(
+            "--limit {} per {} would have the check send {rate:.0} requests a second (at most \
+             {FASTEST_RATE:.0}): lower --limit or lengthen --window",
+            plan.limit,
+            humantime::format_duration(plan.window)
+        ));
+    }
+    Ok(plan)
+}
+
+/// `<results>/check/<target>/`, emptied: the logs of the last check of each target.
+fn fresh_log_dir(project: &Project, def: &TargetDef) -> Result<PathBuf, CheckError> {
+    let dir = project.results_dir().join("check").join(&def.name);
+    let error = |source| CheckError::Logs {
+        path: dir.clone(),
+        source,
+    };
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(error(e)),
+        _ => {}
+    }
+    std::fs::create_dir_all(&dir).map_err(error)?;
+    Ok(dir)
+}
+
+/// Starts the instances, probes them and stops them; returns every finding, printed.
+async fn examine(
+    def: &TargetDef,
+    plan: &Plan,
+    redis: &RedisServer,
+    root: &Path,
+    log_dir: &Path,
+) -> Result<Vec<Finding>, CheckError> {
+    let http = reqwest::Client::new();
+    let launch = FleetLaunch {
+        root: root.to_owned(),
+        log_dir: log_dir.to_owned(),
+        redis_url: redis.url(),
+        limit: f64::from(plan.limit),
+        window: plan.window,
+    };
+    let began = Instant::now();
+    let (fleet, started) = Fleet::start(def, launch, plan.instances, &http).await;
+    let findings = match started {
+        Ok(()) => {
+            let ready = verdict::ready(def, plan.instances, began.elapsed());
+            print!("{}", ready.render());
+            Ok(std::iter::once(ready)
+                .chain(probe(def, plan, redis, &fleet, &http).await)
+                .collect())
+        }
+        Err(e) => match verdict::not_ready(def, &e) {
+            Some(not_ready) => {
+                let rest = Finding {
+                    status: Status::Skipped,
+                    line: "limit, per caller, refusal status, Redis: not checked (not ready)"
+                        .to_owned(),
+                    detail: Vec::new(),
+                    fix: None,
+                };
+                print!("{}{}", not_ready.render(), rest.render());
+                Ok(vec![not_ready, rest])
+            }
+            None => Err(Box::new(e).into()),
+        },
+    };
+    fleet.stop().await;
+    findings
+}
+
+/// The traffic and what it shows, on instances that are ready.
+async fn probe(
+    def: &TargetDef,
+    plan: &Plan,
+    redis: &RedisServer,
+    fleet: &Fleet,
+    http: &reqwest::Client,
+) -> Vec<Finding> {
+    crate::run::world::warm_up(def, fleet, http).await;
+    let addrs: Vec<_> = fleet.running().iter().map(|i| i.addr).collect();
+    let before = commands(redis).await;
+    println!(
+        "sending {} requests from two callers over {} …",
+        plan.requests(),
+        humantime::format_duration(plan.duration())
+    );
+    let measured: Measured = probe::measure(def, &addrs, plan).await;
+    let after = commands(redis).await;
+    let used = before.and_then(|b| after.map(|a| a.saturating_sub(b)));
+    let findings = vec![
+        verdict::limit(def, plan, &measured.over),
+        verdict::per_caller(def, &measured),
+        verdict::refusal_status(def, &measured.over),
+        verdict::redis(def, used, measured.requests()),
+    ];
+    for f in &findings {
+        print!("{}", f.render());
+    }
+    findings
+}
+
+/// Commands the Redis has run, its `INFO` (failmode's own) left out.
+async fn commands(redis: &RedisServer) -> Result<u64, String> {
+    let info = redis
+        .info("commandstats")
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(command_calls(&info))
+}
+
+/// Sums `calls=` over the `cmdstat_*` lines of `INFO commandstats`, except `cmdstat_info`.
+fn command_calls(info: &str) -> u64 {
+    info.lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| !l.starts_with("info:"))
+        .filter_map(|l| {
+            let calls = l.split_once(':')?.1.split(',').next()?;
+            calls.strip_prefix("calls=")?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+/// SIGINT, SIGTERM and SIGHUP: each ends the check, its children stopped.
+struct Signals {
+    streams: Option<[tokio::signal::unix::Signal; 3]>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let streams = (|| {
+            Some([
+                signal(SignalKind::interrupt()).ok()?,
+                signal(SignalKind::terminate()).ok()?,
+                signal(SignalKind::hangup()).ok()?,
+            ])
+        })();
+        Self { streams }
+    }
+
+    async fn next(&mut self) {
+        match &mut self.streams {
+            Some([int, term, hup]) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                    _ = hup.recv() => {}
+                }
+            }
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Signals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Signals")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_summed_without_failmode_s_own_info() {
+        let info = "# Commandstats\r\n\
+                    cmdstat_evalsha:calls=120,usec=900,usec_per_call=7.5,rejected_calls=0,failed_calls=0\r\n\
+                    cmdstat_info:calls=3,usec=30,usec_per_call=10.0,rejected_calls=0,failed_calls=0\r\n\
+                    cmdstat_client|setinfo:calls=2,usec=2,usec_per_call=1.0,rejected_calls=0,failed_calls=0\r\n";
+        assert_eq!(command_calls(info), 122);
+        assert_eq!(command_calls("# Commandstats\r\n"), 0);
+    }
+}
