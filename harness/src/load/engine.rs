@@ -42,6 +42,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -57,6 +58,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::client::{Client, Throttle};
+use crate::identity::{self, CallerIdentity};
 use super::exchange::{self, Pool};
 use super::in_flight::{InFlight, Settled};
 use super::pacer::Pacer;
@@ -103,6 +105,16 @@ pub enum LoadError {
     CallerHeader { target: String, header: String },
     #[error("tenant {tenant:?}: caller {caller:?} cannot be sent as an HTTP header value")]
     Caller { tenant: String, caller: String },
+    #[error(
+        "target {target:?} tells callers by source address, so its instances must listen on an \
+         IPv4 loopback address (the tenants connect from 127.0.0.N), but {addr} is not one"
+    )]
+    SourceAddress { target: String, addr: SocketAddr },
+    #[error(
+        "{tenants} tenants: at most {} can each have a loopback address of their own",
+        identity::MAX_TENANTS
+    )]
+    TooManyTenants { tenants: usize },
     #[error("target {target:?}: path {path:?} does not make a request URI (it must start with /)")]
     Path { target: String, path: String },
     #[error("tenant {tenant:?}: rate {rate_per_s} is not a finite number of requests/s ≥ 0")]
@@ -168,20 +180,38 @@ impl LoadPlan {
     }
 }
 
-/// What every request of a target × tenant is built from, checked once.
+/// How a target's requests say which tenant sent them.
+#[derive(Debug)]
+enum Naming {
+    /// This header, carrying the tenant's caller key.
+    Key(HeaderName),
+    /// This header (`X-Forwarded-For`), carrying the tenant's address.
+    Address(HeaderName),
+    /// Nothing in the request: the connection's source address says it.
+    Source,
+}
+
+/// What every request of a target × tenant is built from, checked once: building a request
+/// clones these (reference counts), it allocates nothing per tenant.
 #[derive(Debug)]
 struct Prepared {
     /// Per target: the path in origin form, as HTTP/1 sends it.
     paths: Vec<Uri>,
-    headers: Vec<HeaderName>,
+    naming: Vec<Naming>,
     /// Per tenant.
     callers: Vec<HeaderValue>,
+    /// Per tenant, its loopback address as a header carries it; empty unless a target tells
+    /// callers by address.
+    forwarded: Vec<HeaderValue>,
+    /// Per tenant, the address its connections to a source-address target are bound to;
+    /// empty unless a target tells callers by source address.
+    sources: Vec<IpAddr>,
 }
 
 impl Prepared {
     fn new(plan: &LoadPlan) -> Result<Self, LoadError> {
         let mut paths = Vec::with_capacity(plan.targets.len());
-        let mut headers = Vec::with_capacity(plan.targets.len());
+        let mut naming = Vec::with_capacity(plan.targets.len());
         for t in &plan.targets {
             if t.instances.is_empty() {
                 return Err(LoadError::NoInstances {
@@ -198,12 +228,33 @@ impl Prepared {
                     path: t.path.clone(),
                 })?;
             paths.push(path);
-            headers.push(HeaderName::try_from(t.caller_header.as_str()).map_err(|_| {
-                LoadError::CallerHeader {
-                    target: t.name.clone(),
-                    header: t.caller_header.clone(),
+            naming.push(match &t.caller {
+                CallerIdentity::Header { header } => {
+                    Naming::Key(HeaderName::try_from(header.as_str()).map_err(|_| {
+                        LoadError::CallerHeader {
+                            target: t.name.clone(),
+                            header: header.clone(),
+                        }
+                    })?)
                 }
-            })?);
+                CallerIdentity::XForwardedFor => {
+                    Naming::Address(HeaderName::from_static("x-forwarded-for"))
+                }
+                CallerIdentity::SourceAddress => {
+                    // Bound to 127.0.0.N, a socket can only reach a loopback IPv4 address.
+                    let members = t.instances.members();
+                    if let Some(m) = members
+                        .iter()
+                        .find(|m| !(m.addr.is_ipv4() && m.addr.ip().is_loopback()))
+                    {
+                        return Err(LoadError::SourceAddress {
+                            target: t.name.clone(),
+                            addr: m.addr,
+                        });
+                    }
+                    Naming::Source
+                }
+            });
         }
         let mut callers = Vec::with_capacity(plan.tenants.len());
         for t in &plan.tenants {
@@ -220,11 +271,50 @@ impl Prepared {
                 }
             })?);
         }
+        let by_address = |want: fn(&Naming) -> bool| naming.iter().any(want);
+        let addresses = if by_address(|n| !matches!(n, Naming::Key(_))) {
+            (0..plan.tenants.len())
+                .map(identity::tenant_address)
+                .collect::<Option<Vec<_>>>()
+                .ok_or(LoadError::TooManyTenants {
+                    tenants: plan.tenants.len(),
+                })?
+        } else {
+            Vec::new()
+        };
+        let forwarded = if by_address(|n| matches!(n, Naming::Address(_))) {
+            addresses
+                .iter()
+                .map(|a| {
+                    // An address's text is always a valid header value.
+                    HeaderValue::try_from(a.to_string())
+                        .unwrap_or_else(|_| HeaderValue::from_static("127.0.0.2"))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let sources = if by_address(|n| matches!(n, Naming::Source)) {
+            addresses.into_iter().map(IpAddr::V4).collect()
+        } else {
+            Vec::new()
+        };
         Ok(Self {
             paths,
-            headers,
+            naming,
             callers,
+            forwarded,
+            sources,
         })
+    }
+
+    /// The local addresses a target's connections are bound to, one pool each per instance:
+    /// the tenants' for a source-address target, else one unbound pool.
+    fn sources_of(&self, target: usize) -> Arc<[Option<IpAddr>]> {
+        match self.naming[target] {
+            Naming::Source => self.sources.iter().copied().map(Some).collect(),
+            Naming::Key(_) | Naming::Address(_) => Arc::new([None]),
+        }
     }
 
     /// The request of `tenant` to `target`, for the instance whose Host header is `host`.
@@ -233,16 +323,28 @@ impl Prepared {
         *request.uri_mut() = self.paths[target].clone();
         let headers = request.headers_mut();
         headers.insert(HOST, host.clone());
-        headers.insert(self.headers[target].clone(), self.callers[tenant].clone());
+        match &self.naming[target] {
+            Naming::Key(name) => {
+                headers.insert(name.clone(), self.callers[tenant].clone());
+            }
+            Naming::Address(name) => {
+                headers.insert(name.clone(), self.forwarded[tenant].clone());
+            }
+            Naming::Source => {}
+        }
         request
     }
 }
 
-/// A target's instances as last read from its rotation: a connection pool and a Host header
-/// for every instance known (by its index), and the indexes in rotation.
+/// A target's instances as last read from its rotation: connection pools and a Host header
+/// for every instance known (by its index), and the indexes in rotation. An instance has one
+/// pool per source address (`sources`): one unbound pool, or one per tenant for a target that
+/// tells callers by source address.
 #[derive(Debug)]
 struct Members {
+    /// Instance i's pool for source s at `i * sources.len() + s`.
     pools: Vec<Arc<Pool>>,
+    sources: Arc<[Option<IpAddr>]>,
     hosts: Vec<HeaderValue>,
     in_rotation: Vec<usize>,
 }
@@ -250,14 +352,19 @@ struct Members {
 impl Members {
     /// From the rotation as it is now, keeping the pools (and their open connections) of
     /// instances whose address has not changed.
-    fn read(rotation: &Rotation, before: Option<&Members>) -> Self {
+    fn read(rotation: &Rotation, sources: Arc<[Option<IpAddr>]>, before: Option<&Members>) -> Self {
         let members = rotation.members();
+        let per = sources.len();
         let pools = members
             .iter()
             .enumerate()
-            .map(|(i, m)| match before.and_then(|b| b.pools.get(i)) {
-                Some(pool) if pool.addr() == m.addr => Arc::clone(pool),
-                _ => Arc::new(Pool::new(m.addr)),
+            .flat_map(|(i, m)| {
+                sources.iter().enumerate().map(move |(s, source)| {
+                    match before.and_then(|b| b.pools.get(i * per + s)) {
+                        Some(pool) if pool.addr() == m.addr => Arc::clone(pool),
+                        _ => Arc::new(Pool::new(m.addr, *source)),
+                    }
+                })
             })
             .collect();
         let hosts = members
@@ -273,6 +380,7 @@ impl Members {
             .collect();
         Self {
             pools,
+            sources,
             hosts,
             // None in rotation: send to every known one anyway, as a balancer without
             // health checks would; their refusals are the outcome.
@@ -282,6 +390,13 @@ impl Members {
                 in_rotation
             },
         }
+    }
+
+    /// Where `tenant`'s requests to `instance` take their connection from.
+    fn pool(&self, instance: usize, tenant: usize) -> &Pool {
+        let per = self.sources.len();
+        let source = if per == 1 { 0 } else { tenant % per };
+        &self.pools[instance * per + source]
     }
 }
 
@@ -294,9 +409,9 @@ struct Followed {
 }
 
 impl Followed {
-    fn new(rotation: Rotation) -> Self {
+    fn new(rotation: Rotation, sources: Arc<[Option<IpAddr>]>) -> Self {
         let version = rotation.version();
-        let members = Arc::new(Members::read(&rotation, None));
+        let members = Arc::new(Members::read(&rotation, sources, None));
         Self {
             rotation,
             version,
@@ -308,7 +423,8 @@ impl Followed {
     fn current(&mut self) -> &Arc<Members> {
         let version = self.rotation.version();
         if version != self.version {
-            self.members = Arc::new(Members::read(&self.rotation, Some(&self.members)));
+            let sources = Arc::clone(&self.members.sources);
+            self.members = Arc::new(Members::read(&self.rotation, sources, Some(&self.members)));
             self.version = version;
         }
         &self.members
@@ -411,19 +527,21 @@ impl Load {
                 });
             }
         }
+        let prepared = Arc::new(prepared);
         Self {
-            prepared: Arc::new(prepared),
+            targets: plan
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Followed::new(t.instances.clone(), prepared.sources_of(i)))
+                .collect(),
+            prepared,
             streams,
             quantum: pacing_quantum(plan),
             in_flight: plan
                 .targets
                 .iter()
                 .map(|_| Arc::new(Semaphore::new(plan.max_in_flight_per_target)))
-                .collect(),
-            targets: plan
-                .targets
-                .iter()
-                .map(|t| Followed::new(t.instances.clone()))
                 .collect(),
             start,
             end: start + plan.duration,
@@ -628,7 +746,8 @@ impl Attempts {
             let request = self.prepared.request(self.target, host, self.tenant);
             *sent += 1;
             let (outcome, retry_after) =
-                exchange::exchange(&self.members.pools[instance], request, self.timeout).await;
+                exchange::exchange(self.members.pool(instance, self.tenant), request, self.timeout)
+                    .await;
             if outcome == Outcome::Admitted
                 && let Some(throttle) = &self.throttle
             {
@@ -657,7 +776,9 @@ impl Attempts {
             }
             if self.rotation.version() != self.version {
                 self.version = self.rotation.version();
-                self.members = Arc::new(Members::read(&self.rotation, Some(&self.members)));
+                let sources = Arc::clone(&self.members.sources);
+                self.members =
+                    Arc::new(Members::read(&self.rotation, sources, Some(&self.members)));
             }
         }
     }

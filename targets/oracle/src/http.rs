@@ -8,6 +8,7 @@
 //! requests are thousands of timers, not threads.
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
+use crate::config::Key;
 use crate::decide::{Answer, Oracle};
 use crate::metrics::{self, Counters};
 
@@ -30,6 +32,9 @@ pub const API_PATH: &str = "/api";
 
 /// The oracle's clock when it decided, in milliseconds since t0, on every `/api` answer.
 static TIME_HEADER: HeaderName = HeaderName::from_static("failmode-oracle-time-ms");
+
+/// Where a proxy names the client: the first address is the original caller's.
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 /// How long to wait after the listener fails to accept (out of file descriptors, say) before
 /// trying again: long enough not to spin, short enough to lose nothing in a test.
@@ -40,6 +45,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 pub struct App {
     pub oracle: Oracle,
     pub counters: Counters,
+    /// What a caller's counts are kept under.
+    pub key: Key,
     pub caller_header: HeaderName,
     pub warm_up_caller: Option<String>,
 }
@@ -48,8 +55,8 @@ pub struct App {
 pub async fn serve(listener: TcpListener, app: Arc<App>) {
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
-                tokio::spawn(connection(stream, Arc::clone(&app)));
+            Ok((stream, peer)) => {
+                tokio::spawn(connection(stream, peer.ip(), Arc::clone(&app)));
             }
             Err(e) => {
                 eprintln!("failmode-oracle: accept failed: {e}");
@@ -60,13 +67,13 @@ pub async fn serve(listener: TcpListener, app: Arc<App>) {
 }
 
 /// Serves one connection until the client closes it or a request hangs up.
-async fn connection(stream: TcpStream, app: Arc<App>) {
+async fn connection(stream: TcpStream, peer: IpAddr, app: Arc<App>) {
     // Answers are small and waited for: do not hold them back for Nagle.
     let _ = stream.set_nodelay(true);
     let hang_up = Arc::new(Notify::new());
     let service = {
         let hang_up = Arc::clone(&hang_up);
-        service_fn(move |request| handle(Arc::clone(&app), Arc::clone(&hang_up), request))
+        service_fn(move |request| handle(Arc::clone(&app), Arc::clone(&hang_up), peer, request))
     };
     let serving = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
     tokio::select! {
@@ -80,6 +87,7 @@ async fn connection(stream: TcpStream, app: Arc<App>) {
 async fn handle(
     app: Arc<App>,
     hang_up: Arc<Notify>,
+    peer: IpAddr,
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let response = match request.uri().path() {
@@ -92,7 +100,7 @@ async fn handle(
             );
             r
         }
-        API_PATH => api(&app, &hang_up, &request).await,
+        API_PATH => api(&app, &hang_up, peer, &request).await,
         other => text(
             StatusCode::NOT_FOUND,
             format!("{other} is not a route of the oracle; try {API_PATH}\n"),
@@ -101,29 +109,65 @@ async fn handle(
     Ok(response)
 }
 
-async fn api(app: &App, hang_up: &Notify, request: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let caller = match request
-        .headers()
-        .get(&app.caller_header)
-        .map(HeaderValue::to_str)
-    {
-        Some(Ok(caller)) if !caller.is_empty() => caller,
-        _ => {
-            app.counters.count(metrics::BAD_REQUEST, Some(400));
-            return text(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "requests must name their caller in a non-empty, visible-ASCII {} header\n",
-                    app.caller_header
-                ),
-            );
-        }
+/// The caller a request is counted as, by the configured [`Key`]: who it is (to tell the
+/// warm-up caller apart) and whether its counts are the global ones; or the 400 to answer.
+fn caller_of(
+    app: &App,
+    peer: IpAddr,
+    request: &Request<Incoming>,
+) -> Result<(String, bool), Response<Full<Bytes>>> {
+    let header = |name: &HeaderName| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
     };
-    if app.warm_up_caller.as_deref() == Some(caller) {
+    let missing = |what: &str| {
+        app.counters.count(metrics::BAD_REQUEST, Some(400));
+        text(
+            StatusCode::BAD_REQUEST,
+            format!("requests must name their caller in a non-empty, visible-ASCII {what}\n"),
+        )
+    };
+    match app.key {
+        Key::Header => match header(&app.caller_header) {
+            Some(caller) => Ok((caller.to_owned(), false)),
+            None => Err(missing(&format!("{} header", app.caller_header))),
+        },
+        Key::SourceAddress => Ok((peer.to_string(), false)),
+        Key::XForwardedFor => match header(&X_FORWARDED_FOR)
+            .and_then(|v| v.split(',').next())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+        {
+            Some(first) => Ok((first.to_owned(), false)),
+            None => Err(missing("X-Forwarded-For header")),
+        },
+        Key::Global => Ok((
+            header(&app.caller_header).unwrap_or_default().to_owned(),
+            true,
+        )),
+    }
+}
+
+async fn api(
+    app: &App,
+    hang_up: &Notify,
+    peer: IpAddr,
+    request: &Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let (caller, global) = match caller_of(app, peer, request) {
+        Ok(caller) => caller,
+        Err(bad_request) => return bad_request,
+    };
+    if app.warm_up_caller.as_deref() == Some(caller.as_str()) {
         app.counters.count(metrics::WARM_UP, Some(200));
         return text(StatusCode::OK, "warm-up\n");
     }
-    let decision = app.oracle.decide(caller, Instant::now);
+    // One name for every caller's counts.
+    let key = if global { "*" } else { caller.as_str() };
+    let decision = app.oracle.decide(key, Instant::now);
     app.counters
         .count(decision.answer.label(), decision.answer.status());
     if !decision.delay.is_zero() {
