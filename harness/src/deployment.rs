@@ -158,9 +158,9 @@ impl Deployment {
                 .map_err(for_target)?;
             let caller = match (&t.caller, &t.caller_header) {
                 (None, None) => None,
-                (mode, header) => Some(
-                    caller_identity(mode.as_deref(), header.as_deref()).map_err(for_target)?,
-                ),
+                (mode, header) => {
+                    Some(caller_identity(mode.as_deref(), header.as_deref()).map_err(for_target)?)
+                }
             };
             targets.push(AttachedTarget {
                 name: t.name,

@@ -217,10 +217,8 @@ path = {request_path}
         ready_timeout = quoted(&humantime::format_duration(def.ready_timeout).to_string()),
         request_path = quoted(&def.request_path),
         caller = match &def.caller {
-            CallerIdentity::Header { header } => format!(
-                "caller = \"header\"\ncaller_header = {}\n",
-                quoted(header)
-            ),
+            CallerIdentity::Header { header } =>
+                format!("caller = \"header\"\ncaller_header = {}\n", quoted(header)),
             other => format!("caller = {}\n", quoted(other.mode())),
         },
         limit = match def.limit {

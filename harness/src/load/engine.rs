@@ -58,12 +58,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::client::{Client, Throttle};
-use crate::identity::{self, CallerIdentity};
 use super::exchange::{self, Pool};
 use super::in_flight::{InFlight, Settled};
 use super::pacer::Pacer;
 use super::schedule::Schedule;
 use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread};
+use crate::identity::{self, CallerIdentity};
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
 /// they never share a stream with the arrival schedules.
@@ -745,9 +745,12 @@ impl Attempts {
             let host = &self.members.hosts[instance];
             let request = self.prepared.request(self.target, host, self.tenant);
             *sent += 1;
-            let (outcome, retry_after) =
-                exchange::exchange(self.members.pool(instance, self.tenant), request, self.timeout)
-                    .await;
+            let (outcome, retry_after) = exchange::exchange(
+                self.members.pool(instance, self.tenant),
+                request,
+                self.timeout,
+            )
+            .await;
             if outcome == Outcome::Admitted
                 && let Some(throttle) = &self.throttle
             {

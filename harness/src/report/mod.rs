@@ -98,7 +98,10 @@ pub fn limits_line(run: &RunResult) -> String {
     for t in &run.targets {
         let own = run.limit_of(t);
         if own != scenario {
-            line += &format!("; {}: {} per {} s (its manifest's)", t.name, own.limit, own.window_s);
+            line += &format!(
+                "; {}: {} per {} s (its manifest's)",
+                t.name, own.limit, own.window_s
+            );
         }
     }
     line
@@ -109,7 +112,10 @@ pub fn limits_line(run: &RunResult) -> String {
 pub fn summary_table(run: &RunResult) -> String {
     let mut table = rows_table(run);
     if own_limits(run) {
-        table += &format!("\nover-admission and wrongful denial judged against: {}", limits_line(run));
+        table += &format!(
+            "\nover-admission and wrongful denial judged against: {}",
+            limits_line(run)
+        );
     }
     table
 }

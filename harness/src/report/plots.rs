@@ -14,8 +14,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::html::FAULT_FILL_RGB;
-use crate::results::read::SeriesRow;
 use crate::limits::LimitSource;
+use crate::results::read::SeriesRow;
 use crate::results::{PhaseResult, RunResult, TargetResult};
 
 /// Fits a 900 px column without scaling, so the text stays at its drawn size.

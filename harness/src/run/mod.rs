@@ -371,7 +371,10 @@ pub async fn run(
         .iter()
         .filter_map(|d| {
             let own = d.limit?;
-            Some(format!("; {} at its own {}/{:?}", d.name, own.requests, own.window))
+            Some(format!(
+                "; {} at its own {}/{:?}",
+                d.name, own.requests, own.window
+            ))
         })
         .collect();
     say.line(&format!(

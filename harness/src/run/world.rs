@@ -14,8 +14,8 @@ use futures_util::future::join_all;
 
 use crate::deployment::Deployment;
 use crate::faults::timeline::SharedRedis;
-use crate::identity::{self, CallerIdentity};
 use crate::faults::toxiproxy::{Toxiproxy, ToxiproxyError};
+use crate::identity::{self, CallerIdentity};
 use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::load::Rotation;
 use crate::scenario::Scenario;
@@ -40,16 +40,15 @@ async fn warm_up(def: &TargetDef, fleet: &Fleet, http: &reqwest::Client) {
             // Its connection comes from 127.0.0.1 (the client binds nothing), so a target that
             // tells callers by source address sees failmode's own address too.
             let request = match &def.caller {
-                CallerIdentity::Header { header } => request.header(header.as_str(), WARM_UP_CALLER),
+                CallerIdentity::Header { header } => {
+                    request.header(header.as_str(), WARM_UP_CALLER)
+                }
                 CallerIdentity::XForwardedFor => {
                     request.header("x-forwarded-for", identity::OWN_ADDRESS.to_string())
                 }
                 CallerIdentity::SourceAddress => request,
             };
-            let _ = request
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await;
+            let _ = request.timeout(Duration::from_secs(2)).send().await;
         }
     }))
     .await;

@@ -147,8 +147,12 @@ pub(crate) fn own_limit(raw: &RawLimit) -> Result<OwnLimit, String> {
             raw.requests
         ));
     }
-    let window = humantime::parse_duration(raw.window.trim())
-        .map_err(|e| format!("limit.window = {:?}: {e} (e.g. \"1s\", \"500ms\")", raw.window))?;
+    let window = humantime::parse_duration(raw.window.trim()).map_err(|e| {
+        format!(
+            "limit.window = {:?}: {e} (e.g. \"1s\", \"500ms\")",
+            raw.window
+        )
+    })?;
     if window.is_zero() || window > MAX_OWN_WINDOW {
         return Err(format!(
             "limit.window = {:?}: longer than zero and at most 24h",
@@ -291,7 +295,12 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
         raw.request.caller_header.as_deref(),
     )
     .map_err(invalid)?;
-    let limit = raw.limit.as_ref().map(own_limit).transpose().map_err(invalid)?;
+    let limit = raw
+        .limit
+        .as_ref()
+        .map(own_limit)
+        .transpose()
+        .map_err(invalid)?;
     let mut defs = Vec::new();
     for v in raw.variants {
         if !crate::scenario::is_plain_name(&v.name) {
@@ -447,6 +456,14 @@ fn number(x: f64) -> String {
 }
 
 impl TargetDef {
+    /// The header naming the caller, for a target that tells callers by header.
+    pub fn caller_header(&self) -> Option<&str> {
+        match &self.caller {
+            CallerIdentity::Header { header } => Some(header),
+            CallerIdentity::SourceAddress | CallerIdentity::XForwardedFor => None,
+        }
+    }
+
     /// The limit its figures are judged against: its manifest's own, else the scenario's.
     pub fn judged_limit(&self, scenario_limit: f64, scenario_window: Duration) -> TargetLimit {
         self.limit.map_or_else(

@@ -75,7 +75,8 @@ pub enum Key {
     Header,
     /// The connection's source address (`127.0.0.5`), as a limiter keyed on the client's IP.
     SourceAddress,
-    /// The first address of `X-Forwarded-For`; a request without it gets 400.
+    /// The first address of `X-Forwarded-For`, else (no such header) the source address, as a
+    /// server behind a trusted proxy.
     XForwardedFor,
     /// One count for every caller: a limiter that ignores who is calling. The caller header,
     /// when present, only tells the warm-up caller apart.

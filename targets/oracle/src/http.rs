@@ -109,14 +109,32 @@ async fn handle(
     Ok(response)
 }
 
-/// The caller a request is counted as, by the configured [`Key`]: who it is (to tell the
-/// warm-up caller apart) and whether its counts are the global ones; or the 400 to answer.
-fn caller_of(
+/// Who sent a request, by the configured [`Key`].
+struct Caller<'a> {
+    /// Whom its counts are kept under (unless `global`).
+    key: String,
+    /// The caller header's value, whatever the key: failmode names its warm-up caller there
+    /// when it tells callers by header, also to an oracle keyed otherwise.
+    header: Option<&'a str>,
+    /// Every caller's counts are one.
+    global: bool,
+}
+
+impl Caller<'_> {
+    /// Whether this is `warm_up`: by its key (`127.0.0.1`, failmode's own address, when failmode
+    /// tells callers by address) or by its caller header (when failmode tells them by header).
+    fn is(&self, warm_up: &str) -> bool {
+        self.key == warm_up || self.header == Some(warm_up)
+    }
+}
+
+/// The caller a request is counted as, by the configured [`Key`], or the 400 to answer.
+fn caller_of<'a>(
     app: &App,
     peer: IpAddr,
-    request: &Request<Incoming>,
-) -> Result<(String, bool), Response<Full<Bytes>>> {
-    let header = |name: &HeaderName| {
+    request: &'a Request<Incoming>,
+) -> Result<Caller<'a>, Response<Full<Bytes>>> {
+    let header = |name: &HeaderName| -> Option<&'a str> {
         request
             .headers()
             .get(name)
@@ -130,24 +148,31 @@ fn caller_of(
             format!("requests must name their caller in a non-empty, visible-ASCII {what}\n"),
         )
     };
+    let named = header(&app.caller_header);
+    let caller = |key: String, global: bool| Caller {
+        key,
+        header: named,
+        global,
+    };
     match app.key {
-        Key::Header => match header(&app.caller_header) {
-            Some(caller) => Ok((caller.to_owned(), false)),
+        Key::Header => match named {
+            Some(name) => Ok(caller(name.to_owned(), false)),
             None => Err(missing(&format!("{} header", app.caller_header))),
         },
-        Key::SourceAddress => Ok((peer.to_string(), false)),
-        Key::XForwardedFor => match header(&X_FORWARDED_FOR)
-            .and_then(|v| v.split(',').next())
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-        {
-            Some(first) => Ok((first.to_owned(), false)),
-            None => Err(missing("X-Forwarded-For header")),
-        },
-        Key::Global => Ok((
-            header(&app.caller_header).unwrap_or_default().to_owned(),
-            true,
-        )),
+        Key::SourceAddress => Ok(caller(peer.to_string(), false)),
+        // As a server that trusts its proxy (express's `trust proxy`): the first address the
+        // proxy names, else the connection's own.
+        Key::XForwardedFor => {
+            let first = header(&X_FORWARDED_FOR)
+                .and_then(|v| v.split(',').next())
+                .map(str::trim)
+                .filter(|v| !v.is_empty());
+            Ok(caller(
+                first.map_or_else(|| peer.to_string(), str::to_owned),
+                false,
+            ))
+        }
+        Key::Global => Ok(caller(String::new(), true)),
     }
 }
 
@@ -157,16 +182,20 @@ async fn api(
     peer: IpAddr,
     request: &Request<Incoming>,
 ) -> Response<Full<Bytes>> {
-    let (caller, global) = match caller_of(app, peer, request) {
+    let caller = match caller_of(app, peer, request) {
         Ok(caller) => caller,
         Err(bad_request) => return bad_request,
     };
-    if app.warm_up_caller.as_deref() == Some(caller.as_str()) {
+    if app.warm_up_caller.as_deref().is_some_and(|w| caller.is(w)) {
         app.counters.count(metrics::WARM_UP, Some(200));
         return text(StatusCode::OK, "warm-up\n");
     }
     // One name for every caller's counts.
-    let key = if global { "*" } else { caller.as_str() };
+    let key = if caller.global {
+        "*"
+    } else {
+        caller.key.as_str()
+    };
     let decision = app.oracle.decide(key, Instant::now);
     app.counters
         .count(decision.answer.label(), decision.answer.status());
