@@ -282,4 +282,32 @@ redis_admin = "redis://127.0.0.1:6379/0"
         .to_string();
         assert!(e.contains("no instances"), "{e}");
     }
+
+    #[test]
+    fn a_deployed_target_may_declare_its_limit_and_caller_over_its_manifest() {
+        let own = format!(
+            "{FILE}limit = {{ requests = 40, window = \"1s\" }}\ncaller = \"source-address\"\n"
+        );
+        let t = &parse(&own, false).unwrap().targets[0];
+        assert_eq!(
+            t.limit,
+            Some(OwnLimit {
+                requests: 40,
+                window: std::time::Duration::from_secs(1)
+            })
+        );
+        assert_eq!(t.caller, Some(CallerIdentity::SourceAddress));
+        assert_eq!(parse(FILE, false).unwrap().targets[0].limit, None);
+        let e = parse(&format!("{FILE}caller = \"ip\"\n"), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"reference\"") && e.contains("\"ip\""), "{e}");
+        let e = parse(
+            &format!("{FILE}limit = {{ requests = 0, window = \"1s\" }}\n"),
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("limit.requests = 0"), "{e}");
+    }
 }
