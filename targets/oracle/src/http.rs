@@ -128,25 +128,19 @@ impl Caller<'_> {
     }
 }
 
-/// The caller a request is counted as, by the configured [`Key`], or the 400 to answer.
+/// The caller a request is counted as, by the configured [`Key`], or what it failed to name
+/// its caller in (a 400).
 fn caller_of<'a>(
     app: &App,
     peer: IpAddr,
     request: &'a Request<Incoming>,
-) -> Result<Caller<'a>, Response<Full<Bytes>>> {
+) -> Result<Caller<'a>, String> {
     let header = |name: &HeaderName| -> Option<&'a str> {
         request
             .headers()
             .get(name)
             .and_then(|v| v.to_str().ok())
             .filter(|v| !v.is_empty())
-    };
-    let missing = |what: &str| {
-        app.counters.count(metrics::BAD_REQUEST, Some(400));
-        text(
-            StatusCode::BAD_REQUEST,
-            format!("requests must name their caller in a non-empty, visible-ASCII {what}\n"),
-        )
     };
     let named = header(&app.caller_header);
     let caller = |key: String, global: bool| Caller {
@@ -157,7 +151,7 @@ fn caller_of<'a>(
     match app.key {
         Key::Header => match named {
             Some(name) => Ok(caller(name.to_owned(), false)),
-            None => Err(missing(&format!("{} header", app.caller_header))),
+            None => Err(format!("{} header", app.caller_header)),
         },
         Key::SourceAddress => Ok(caller(peer.to_string(), false)),
         // As a server that trusts its proxy (express's `trust proxy`): the first address the
@@ -184,7 +178,13 @@ async fn api(
 ) -> Response<Full<Bytes>> {
     let caller = match caller_of(app, peer, request) {
         Ok(caller) => caller,
-        Err(bad_request) => return bad_request,
+        Err(what) => {
+            app.counters.count(metrics::BAD_REQUEST, Some(400));
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("requests must name their caller in a non-empty, visible-ASCII {what}\n"),
+            );
+        }
     };
     if app.warm_up_caller.as_deref().is_some_and(|w| caller.is(w)) {
         app.counters.count(metrics::WARM_UP, Some(200));
