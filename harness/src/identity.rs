@@ -74,6 +74,37 @@ pub fn tenant_address(index: usize) -> Option<Ipv4Addr> {
     (n <= LAST_TENANT).then(|| Ipv4Addr::from(n))
 }
 
+/// How one tenant is named to the targets, as run.json records it (`tenants`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantIdentity {
+    pub name: String,
+    /// Its caller key, sent in a header-identity target's caller header.
+    pub caller: String,
+    /// The loopback address it connects from (source-address targets) or sends in
+    /// `X-Forwarded-For`: 127.0.0.2 + its index, the same in every worker.
+    pub address: std::net::Ipv4Addr,
+}
+
+impl TenantIdentity {
+    /// Every tenant of `scenario`, in order; a tenant past [`MAX_TENANTS`]
+    /// has no address of its own and is left out (the load engine refuses such a run when a
+    /// target tells callers by address).
+    pub fn of(scenario: &crate::scenario::Scenario) -> Vec<Self> {
+        scenario
+            .tenants
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                Some(Self {
+                    name: t.name.clone(),
+                    caller: t.caller.clone(),
+                    address: tenant_address(i)?,
+                })
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,8 @@
 //! - `exchange`: one HTTP exchange on a pooled keep-alive connection, and its classification.
 //!   A target that tells callers by source address gets a pool per instance × tenant, each
 //!   connection bound to the tenant's loopback address.
+//! - `prepared`: each target × tenant's request parts, checked once: path, caller header or
+//!   `X-Forwarded-For` value, source address.
 //! - `in_flight`: a request sent, until its sample is recorded, also when the run stops
 //!   before its answer comes (abandoned).
 //! - [`client`]: how a tenant's clients react to answers (retries, adaptive throttling).
@@ -22,6 +24,7 @@ mod engine;
 mod exchange;
 mod in_flight;
 mod pacer;
+mod prepared;
 pub mod rotation;
 pub mod schedule;
 

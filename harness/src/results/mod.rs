@@ -15,6 +15,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::identity::CallerIdentity;
+pub use crate::identity::TenantIdentity;
 use crate::limits::TargetLimit;
 use crate::metrics::derived;
 use crate::metrics::{Cell, Counts, Measured};
@@ -234,37 +235,6 @@ pub struct RunResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<Worker>,
     pub targets: Vec<TargetResult>,
-}
-
-/// How one tenant is named to the targets ([`crate::identity`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TenantIdentity {
-    pub name: String,
-    /// Its caller key, sent in a header-identity target's caller header.
-    pub caller: String,
-    /// The loopback address it connects from (source-address targets) or sends in
-    /// `X-Forwarded-For`: 127.0.0.2 + its index, the same in every worker.
-    pub address: std::net::Ipv4Addr,
-}
-
-impl TenantIdentity {
-    /// Every tenant of `scenario`, in order; a tenant past [`crate::identity::MAX_TENANTS`]
-    /// has no address of its own and is left out (the load engine refuses such a run when a
-    /// target tells callers by address).
-    pub fn of(scenario: &Scenario) -> Vec<Self> {
-        scenario
-            .tenants
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| {
-                Some(Self {
-                    name: t.name.clone(),
-                    caller: t.caller.clone(),
-                    address: crate::identity::tenant_address(i)?,
-                })
-            })
-            .collect()
-    }
 }
 
 /// One of several processes that send a scenario's load together, each its share of every
