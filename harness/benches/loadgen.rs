@@ -284,7 +284,9 @@ fn child_engine(rate: f64, secs: u64, addr: SocketAddr) {
             name: "bench".into(),
             instances: Rotation::new([addr]),
             path: "/api".into(),
-            caller_header: "x-caller".into(),
+            caller: failmode::identity::CallerIdentity::Header {
+                header: "x-caller".into(),
+            },
         }],
         tenants: SPLIT
             .iter()

@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::identity::CallerIdentity;
+use crate::targets::TargetDef;
+use crate::targets::manifest::{OwnLimit, RawLimit, caller_identity, own_limit};
+
 #[derive(Debug, thiserror::Error)]
 pub enum DeploymentError {
     #[error("cannot read the deployment file {path}: {source}")]
@@ -47,6 +51,11 @@ struct RawTarget {
     instances: Vec<String>,
     proxy: String,
     redis_admin: Option<String>,
+    /// The limit the deployed service enforces, as a manifest's `[limit]` says it.
+    limit: Option<RawLimit>,
+    /// Who the caller is, as a manifest's `[request] caller` and `caller_header` say it.
+    caller: Option<String>,
+    caller_header: Option<String>,
 }
 
 /// One target of the deployment.
@@ -59,6 +68,24 @@ pub struct AttachedTarget {
     pub proxy: String,
     /// Its Redis, for `INFO` and the faults that talk to Redis itself.
     pub redis_admin: Option<SocketAddr>,
+    /// The limit the deployed service enforces, over its manifest's (`[limit]`).
+    pub limit: Option<OwnLimit>,
+    /// How the deployed service tells callers apart, over its manifest's.
+    pub caller: Option<CallerIdentity>,
+}
+
+impl AttachedTarget {
+    /// Its manifest's target with what the deployment file says of it on top.
+    pub fn over(&self, def: &TargetDef) -> TargetDef {
+        let mut def = def.clone();
+        if let Some(limit) = self.limit {
+            def.limit = Some(limit);
+        }
+        if let Some(caller) = &self.caller {
+            def.caller = caller.clone();
+        }
+        def
+    }
 }
 
 /// The whole file, resolved.
@@ -121,11 +148,27 @@ impl Deployment {
                 .as_deref()
                 .map(|u| resolve(&format!("{} redis_admin", t.name), u, &["redis"]))
                 .transpose()?;
+            let name = t.name.clone();
+            let for_target = |message: String| invalid(format!("target {name:?}: {message}"));
+            let limit = t
+                .limit
+                .as_ref()
+                .map(own_limit)
+                .transpose()
+                .map_err(for_target)?;
+            let caller = match (&t.caller, &t.caller_header) {
+                (None, None) => None,
+                (mode, header) => {
+                    Some(caller_identity(mode.as_deref(), header.as_deref()).map_err(for_target)?)
+                }
+            };
             targets.push(AttachedTarget {
                 name: t.name,
                 instances,
                 proxy: t.proxy,
                 redis_admin,
+                limit,
+                caller,
             });
         }
         Ok(Self {
@@ -238,5 +281,33 @@ redis_admin = "redis://127.0.0.1:6379/0"
         .unwrap_err()
         .to_string();
         assert!(e.contains("no instances"), "{e}");
+    }
+
+    #[test]
+    fn a_deployed_target_may_declare_its_limit_and_caller_over_its_manifest() {
+        let own = format!(
+            "{FILE}limit = {{ requests = 40, window = \"1s\" }}\ncaller = \"source-address\"\n"
+        );
+        let t = &parse(&own, false).unwrap().targets[0];
+        assert_eq!(
+            t.limit,
+            Some(OwnLimit {
+                requests: 40,
+                window: std::time::Duration::from_secs(1)
+            })
+        );
+        assert_eq!(t.caller, Some(CallerIdentity::SourceAddress));
+        assert_eq!(parse(FILE, false).unwrap().targets[0].limit, None);
+        let e = parse(&format!("{FILE}caller = \"ip\"\n"), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"reference\"") && e.contains("\"ip\""), "{e}");
+        let e = parse(
+            &format!("{FILE}limit = {{ requests = 0, window = \"1s\" }}\n"),
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("limit.requests = 0"), "{e}");
     }
 }

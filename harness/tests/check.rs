@@ -153,3 +153,39 @@ fn an_unknown_target_or_a_bad_limit_is_bad_input() {
     assert_eq!(code, Some(2), "{said}");
     assert!(said.contains("--limit must be at least 1"), "{said}");
 }
+
+/// A manifest of `tests/fixtures/targets/`, shared with `identity.rs`.
+fn target_fixture(name: &str) -> String {
+    fixture_path(&format!("targets/{name}.toml"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn callers_told_apart_by_source_address_are_checked_from_addresses_of_their_own() {
+    let (code, said) = check(&target_fixture("oracle-by-address"), &["--limit", "7"]);
+    // The oracle keeps no counts in Redis: the one failure is that.
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("callers by source-address"), "{said}");
+    finding(&said, "✔ limits at {limit}");
+    finding(&said, "✔ limits per caller");
+    finding(&said, "✘ not using {redis_url}");
+
+    // The same target keyed by address, told callers by header: both callers come from
+    // failmode's own address, so they share one budget.
+    let (code, said) = check(
+        &target_fixture("oracle-by-address-told-by-header"),
+        &["--limit", "7"],
+    );
+    assert_eq!(code, Some(1), "{said}");
+    let f = finding(&said, "✘ tenants limited together");
+    assert!(f.contains("request.caller"), "{f}");
+}
+
+#[test]
+fn a_declared_limit_is_the_one_checked_whatever_limit_failmode_would_give() {
+    let (_, said) = check(&target_fixture("oracle-own-limit"), &["--limit", "4"]);
+    assert!(said.contains("its own [limit]"), "{said}");
+    let f = finding(&said, "✔ limits at its [limit]");
+    assert!(f.contains("expected 15"), "{f}");
+}

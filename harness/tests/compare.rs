@@ -179,6 +179,8 @@ fn write_run(dir: &Path, targets: &[(&str, Behaviour)], seed: u64) {
             command: Vec::new(),
             env: Default::default(),
             refuses_with: 429,
+            limit: failmode::limits::TargetLimit::scenario(scenario.limit, scenario.window),
+            caller: None,
             events: Vec::new(),
             phases: scenario
                 .phases

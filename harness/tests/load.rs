@@ -200,7 +200,9 @@ fn plan(instances: Vec<SocketAddr>, tenants: Vec<TenantPlan>, duration: Duration
             name: "t".into(),
             instances: Rotation::new(instances),
             path: "/api".into(),
-            caller_header: "x-caller".into(),
+            caller: failmode::identity::CallerIdentity::Header {
+                header: "x-caller".into(),
+            },
         }],
         tenants,
         duration,
@@ -675,9 +677,13 @@ async fn a_plan_that_cannot_be_sent_is_refused_before_anything_is_sent() {
         vec![tenant("acme", 10.0, Spread::Sticky)],
         Duration::from_secs(1),
     );
-    bad_header.targets[0].caller_header = "x caller".into();
+    bad_header.targets[0].caller = failmode::identity::CallerIdentity::Header {
+        header: "x caller".into(),
+    };
     let mut bad_caller = bad_header.clone();
-    bad_caller.targets[0].caller_header = "x-caller".into();
+    bad_caller.targets[0].caller = failmode::identity::CallerIdentity::Header {
+        header: "x-caller".into(),
+    };
     bad_caller.tenants[0].caller = "line\nbreak".into();
     let mut bad_path = bad_caller.clone();
     bad_path.tenants[0].caller = "acme".into();

@@ -75,7 +75,10 @@ async fn contract_refusing_with(name: &str, refused: u16) {
     let status = |caller: Option<&'static str>| {
         let mut request = http.get(&url).timeout(Duration::from_secs(2));
         if let Some(c) = caller {
-            request = request.header(def.caller_header.as_str(), c);
+            let header = def
+                .caller_header()
+                .expect("the peers tell callers by header");
+            request = request.header(header, c);
         }
         async move { request.send().await.unwrap().status().as_u16() }
     };

@@ -2,6 +2,7 @@
 //! peer's settings to adapt), the scenario with its gates, and the project's README. Kept apart
 //! from the writing so each reads as the file it makes.
 
+use crate::identity::CallerIdentity;
 use crate::targets::TargetDef;
 
 /// A TOML string.
@@ -34,8 +35,10 @@ const PLACEHOLDERS_EXPLAINED: &str = "\
 #   {instance_count}  how many instances run together (for a limit divided per instance)
 #   {limit}           the scenario's limit: requests per window per caller ([policy] limit)
 #   {window_ms}       the scenario's window in milliseconds ({window_s}: in seconds)
-# failmode measures over-admission and wrongful denial against {limit} per window per caller:
-# start your service with that limit (a limit of its own is not supported yet).";
+# failmode measures over-admission and wrongful denial against {limit} per window per caller,
+# unless this manifest declares the limit your service reads from its own configuration in a
+# [limit] table (below): then against that one. {limit} and {window_ms} stay the scenario's
+# either way, so a manifest with a [limit] of its own normally does not use them.";
 
 /// The target manifest: the user's service, or a peer's settings to adapt.
 pub(super) fn manifest_text(name: &str, template: Option<&TargetDef>) -> String {
@@ -98,11 +101,28 @@ timeout = "15s"
 [request]
 # Every request failmode sends is GET http://127.0.0.1:{{port}}<path>…
 path = "/api"
-# …with the tenant's caller key (its `caller`, by default its name) in this header: your
-# limiter must count each caller on its own.
+# …and tells your limiter which caller sent it (your limiter must count each on its own) by
+# `caller`:
+#   "header" (the default)  the tenant's caller key (its `caller`, by default its name) in
+#                           caller_header
+#   "source-address"        each tenant connects from a loopback address of its own:
+#                           127.0.0.2 for the scenario's first tenant, 127.0.0.3 for the
+#                           second, … (failmode's own requests come from 127.0.0.1); for a
+#                           limiter keyed on the client's IP (express-rate-limit's default)
+#   "x-forwarded-for"       the same addresses in an X-Forwarded-For header, as a proxy in
+#                           front of your service would send (then no caller_header)
+caller = "header"
 caller_header = "x-caller"
 # The status your limiter answers over the limit: 429 (the default) or 503.
 # refuses_with = 429
+
+# Optional: the limit your service enforces from its own configuration, when it does not take
+# {{limit}} from failmode. Over-admission, wrongful denial, the allowance and the recovery band
+# of this target are then judged against it (run.json records which limit each target was
+# judged against), so targets with different limits compare honestly in one run.
+# [limit]
+# requests = 40             # per caller per window
+# window = "1s"
 
 # Optional: Prometheus text failmode reads at every phase boundary. fallback_counter: a
 # counter your limiter increments each time it decides without Redis (summed over its labels).
@@ -172,11 +192,15 @@ path = {ready_path}
 timeout = {ready_timeout}
 
 [request]
-# Every request failmode sends is GET http://127.0.0.1:{{port}}<path>, with the tenant's
-# caller key in caller_header; refuses_with: the status over the limit, 429 or 503.
+# Every request failmode sends is GET http://127.0.0.1:{{port}}<path>, naming its tenant by
+# `caller`: "header" (its caller key in caller_header), "source-address" (it connects from
+# 127.0.0.2, 127.0.0.3, … one address per tenant) or "x-forwarded-for" (those addresses in
+# X-Forwarded-For); refuses_with: the status over the limit, 429 or 503.
 path = {request_path}
-caller_header = {caller_header}
-{refuses}
+{caller}{refuses}
+# Optional: the limit your service enforces from its own configuration, when it does not take
+# {{limit}} from failmode; this target is then judged against it.
+{limit}
 # Optional: Prometheus text read at every phase boundary, and a counter of fallbacks.
 {metrics}"#,
         peer = def.name,
@@ -192,7 +216,19 @@ caller_header = {caller_header}
         ready_path = quoted(&def.ready_path),
         ready_timeout = quoted(&humantime::format_duration(def.ready_timeout).to_string()),
         request_path = quoted(&def.request_path),
-        caller_header = quoted(&def.caller_header),
+        caller = match &def.caller {
+            CallerIdentity::Header { header } =>
+                format!("caller = \"header\"\ncaller_header = {}\n", quoted(header)),
+            other => format!("caller = {}\n", quoted(other.mode())),
+        },
+        limit = match def.limit {
+            Some(own) => format!(
+                "[limit]\nrequests = {}\nwindow = {}\n",
+                own.requests,
+                quoted(&humantime::format_duration(own.window).to_string())
+            ),
+            None => "# [limit]\n# requests = 40\n# window = \"1s\"\n".to_owned(),
+        },
     )
 }
 

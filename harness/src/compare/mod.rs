@@ -440,6 +440,25 @@ fn notes(baseline: &RunSet, candidate: &RunSet) -> Vec<String> {
     if differs(|r| r.limit) || differs(|r| r.window_s) {
         notes.push("the sides ran with different limits: rates compare different rules".into());
     }
+    // A target judged against its manifest's own limit on one side and another on the other.
+    let limit_of = |set: &RunSet, target: &str| {
+        set.repeats.first().and_then(|r| {
+            let t = r.run.targets.iter().find(|t| t.name == target)?;
+            Some(r.run.limit_of(t))
+        })
+    };
+    for target in ordered_union(baseline.targets()) {
+        if let (Some(b), Some(c)) = (limit_of(baseline, target), limit_of(candidate, target))
+            && (b.limit, b.window_s) != (c.limit, c.window_s)
+        {
+            notes.push(format!(
+                "{target} was judged against {} on the baseline side and {} on the \
+                 candidate's: its over-admission and wrongful denial compare different rules",
+                b.describe(),
+                c.describe()
+            ));
+        }
+    }
     notes
 }
 

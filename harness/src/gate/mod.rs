@@ -348,8 +348,10 @@ fn tenant_value(metric: Metric, t: &TenantResult) -> Actual {
 
 /// The per-second samples of one target, all tenants together; the last second weighed by the
 /// part of it the run covered.
-fn seconds_of(run: &RunResult, target: &str, series: &[SeriesRow]) -> Vec<SecondSample> {
-    let allowance_per_s = run.limit / run.window_s;
+fn seconds_of(run: &RunResult, target: &TargetResult, series: &[SeriesRow]) -> Vec<SecondSample> {
+    // The target's own rule: a run may hold targets of different limits.
+    let allowance_per_s = run.limit_of(target).per_s();
+    let target = target.name.as_str();
     let mut seconds: Vec<u64> = series
         .iter()
         .filter(|r| r.target == target)
@@ -401,7 +403,7 @@ pub fn recovery_time(
         .iter()
         .find(|p| p.name == "steady")
         .ok_or(NoBand::NoSteadyPhase)?;
-    let samples = seconds_of(run, &target.name, series);
+    let samples = seconds_of(run, target, series);
     let in_steady: Vec<SecondSample> = samples
         .iter()
         .copied()

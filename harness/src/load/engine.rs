@@ -42,14 +42,12 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::Empty;
-use hyper::header::{HOST, HeaderName, HeaderValue};
-use hyper::{Request, Uri};
+use hyper::header::HeaderValue;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::Semaphore;
@@ -60,8 +58,10 @@ use super::client::{Client, Throttle};
 use super::exchange::{self, Pool};
 use super::in_flight::{InFlight, Settled};
 use super::pacer::Pacer;
+use super::prepared::Prepared;
 use super::schedule::Schedule;
 use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread};
+use crate::identity;
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
 /// they never share a stream with the arrival schedules.
@@ -103,6 +103,16 @@ pub enum LoadError {
     CallerHeader { target: String, header: String },
     #[error("tenant {tenant:?}: caller {caller:?} cannot be sent as an HTTP header value")]
     Caller { tenant: String, caller: String },
+    #[error(
+        "target {target:?} tells callers by source address, so its instances must listen on an \
+         IPv4 loopback address (the tenants connect from 127.0.0.N), but {addr} is not one"
+    )]
+    SourceAddress { target: String, addr: SocketAddr },
+    #[error(
+        "{tenants} tenants: at most {} can each have a loopback address of their own",
+        identity::MAX_TENANTS
+    )]
+    TooManyTenants { tenants: usize },
     #[error("target {target:?}: path {path:?} does not make a request URI (it must start with /)")]
     Path { target: String, path: String },
     #[error("tenant {tenant:?}: rate {rate_per_s} is not a finite number of requests/s ≥ 0")]
@@ -161,88 +171,15 @@ pub async fn try_run(
     result
 }
 
-impl LoadPlan {
-    /// Checks what [`try_run`] would refuse: names, header values, paths and rates.
-    pub fn validate(&self) -> Result<(), LoadError> {
-        Prepared::new(self).map(drop)
-    }
-}
-
-/// What every request of a target × tenant is built from, checked once.
-#[derive(Debug)]
-struct Prepared {
-    /// Per target: the path in origin form, as HTTP/1 sends it.
-    paths: Vec<Uri>,
-    headers: Vec<HeaderName>,
-    /// Per tenant.
-    callers: Vec<HeaderValue>,
-}
-
-impl Prepared {
-    fn new(plan: &LoadPlan) -> Result<Self, LoadError> {
-        let mut paths = Vec::with_capacity(plan.targets.len());
-        let mut headers = Vec::with_capacity(plan.targets.len());
-        for t in &plan.targets {
-            if t.instances.is_empty() {
-                return Err(LoadError::NoInstances {
-                    target: t.name.clone(),
-                });
-            }
-            let path = t
-                .path
-                .parse::<Uri>()
-                .ok()
-                .filter(|u| t.path.starts_with('/') && u.authority().is_none())
-                .ok_or_else(|| LoadError::Path {
-                    target: t.name.clone(),
-                    path: t.path.clone(),
-                })?;
-            paths.push(path);
-            headers.push(HeaderName::try_from(t.caller_header.as_str()).map_err(|_| {
-                LoadError::CallerHeader {
-                    target: t.name.clone(),
-                    header: t.caller_header.clone(),
-                }
-            })?);
-        }
-        let mut callers = Vec::with_capacity(plan.tenants.len());
-        for t in &plan.tenants {
-            if !(t.rate_per_s.is_finite() && t.rate_per_s >= 0.0) {
-                return Err(LoadError::Rate {
-                    tenant: t.name.clone(),
-                    rate_per_s: t.rate_per_s,
-                });
-            }
-            callers.push(HeaderValue::try_from(t.caller.as_str()).map_err(|_| {
-                LoadError::Caller {
-                    tenant: t.name.clone(),
-                    caller: t.caller.clone(),
-                }
-            })?);
-        }
-        Ok(Self {
-            paths,
-            headers,
-            callers,
-        })
-    }
-
-    /// The request of `tenant` to `target`, for the instance whose Host header is `host`.
-    fn request(&self, target: usize, host: &HeaderValue, tenant: usize) -> Request<Empty<Bytes>> {
-        let mut request = Request::new(Empty::<Bytes>::new());
-        *request.uri_mut() = self.paths[target].clone();
-        let headers = request.headers_mut();
-        headers.insert(HOST, host.clone());
-        headers.insert(self.headers[target].clone(), self.callers[tenant].clone());
-        request
-    }
-}
-
-/// A target's instances as last read from its rotation: a connection pool and a Host header
-/// for every instance known (by its index), and the indexes in rotation.
+/// A target's instances as last read from its rotation: connection pools and a Host header
+/// for every instance known (by its index), and the indexes in rotation. An instance has one
+/// pool per source address (`sources`): one unbound pool, or one per tenant for a target that
+/// tells callers by source address.
 #[derive(Debug)]
 struct Members {
+    /// Instance i's pool for source s at `i * sources.len() + s`.
     pools: Vec<Arc<Pool>>,
+    sources: Arc<[Option<IpAddr>]>,
     hosts: Vec<HeaderValue>,
     in_rotation: Vec<usize>,
 }
@@ -250,14 +187,19 @@ struct Members {
 impl Members {
     /// From the rotation as it is now, keeping the pools (and their open connections) of
     /// instances whose address has not changed.
-    fn read(rotation: &Rotation, before: Option<&Members>) -> Self {
+    fn read(rotation: &Rotation, sources: Arc<[Option<IpAddr>]>, before: Option<&Members>) -> Self {
         let members = rotation.members();
+        let per = sources.len();
         let pools = members
             .iter()
             .enumerate()
-            .map(|(i, m)| match before.and_then(|b| b.pools.get(i)) {
-                Some(pool) if pool.addr() == m.addr => Arc::clone(pool),
-                _ => Arc::new(Pool::new(m.addr)),
+            .flat_map(|(i, m)| {
+                sources.iter().enumerate().map(move |(s, source)| {
+                    match before.and_then(|b| b.pools.get(i * per + s)) {
+                        Some(pool) if pool.addr() == m.addr => Arc::clone(pool),
+                        _ => Arc::new(Pool::new(m.addr, *source)),
+                    }
+                })
             })
             .collect();
         let hosts = members
@@ -273,6 +215,7 @@ impl Members {
             .collect();
         Self {
             pools,
+            sources,
             hosts,
             // None in rotation: send to every known one anyway, as a balancer without
             // health checks would; their refusals are the outcome.
@@ -282,6 +225,13 @@ impl Members {
                 in_rotation
             },
         }
+    }
+
+    /// Where `tenant`'s requests to `instance` take their connection from.
+    fn pool(&self, instance: usize, tenant: usize) -> &Pool {
+        let per = self.sources.len();
+        let source = if per == 1 { 0 } else { tenant % per };
+        &self.pools[instance * per + source]
     }
 }
 
@@ -294,9 +244,9 @@ struct Followed {
 }
 
 impl Followed {
-    fn new(rotation: Rotation) -> Self {
+    fn new(rotation: Rotation, sources: Arc<[Option<IpAddr>]>) -> Self {
         let version = rotation.version();
-        let members = Arc::new(Members::read(&rotation, None));
+        let members = Arc::new(Members::read(&rotation, sources, None));
         Self {
             rotation,
             version,
@@ -308,7 +258,8 @@ impl Followed {
     fn current(&mut self) -> &Arc<Members> {
         let version = self.rotation.version();
         if version != self.version {
-            self.members = Arc::new(Members::read(&self.rotation, Some(&self.members)));
+            let sources = Arc::clone(&self.members.sources);
+            self.members = Arc::new(Members::read(&self.rotation, sources, Some(&self.members)));
             self.version = version;
         }
         &self.members
@@ -411,19 +362,21 @@ impl Load {
                 });
             }
         }
+        let prepared = Arc::new(prepared);
         Self {
-            prepared: Arc::new(prepared),
+            targets: plan
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Followed::new(t.instances.clone(), prepared.sources_of(i)))
+                .collect(),
+            prepared,
             streams,
             quantum: pacing_quantum(plan),
             in_flight: plan
                 .targets
                 .iter()
                 .map(|_| Arc::new(Semaphore::new(plan.max_in_flight_per_target)))
-                .collect(),
-            targets: plan
-                .targets
-                .iter()
-                .map(|t| Followed::new(t.instances.clone()))
                 .collect(),
             start,
             end: start + plan.duration,
@@ -627,8 +580,12 @@ impl Attempts {
             let host = &self.members.hosts[instance];
             let request = self.prepared.request(self.target, host, self.tenant);
             *sent += 1;
-            let (outcome, retry_after) =
-                exchange::exchange(&self.members.pools[instance], request, self.timeout).await;
+            let (outcome, retry_after) = exchange::exchange(
+                self.members.pool(instance, self.tenant),
+                request,
+                self.timeout,
+            )
+            .await;
             if outcome == Outcome::Admitted
                 && let Some(throttle) = &self.throttle
             {
@@ -657,7 +614,9 @@ impl Attempts {
             }
             if self.rotation.version() != self.version {
                 self.version = self.rotation.version();
-                self.members = Arc::new(Members::read(&self.rotation, Some(&self.members)));
+                let sources = Arc::clone(&self.members.sources);
+                self.members =
+                    Arc::new(Members::read(&self.rotation, sources, Some(&self.members)));
             }
         }
     }

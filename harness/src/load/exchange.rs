@@ -11,7 +11,7 @@
 
 use std::error::Error as StdError;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::Request;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 use super::client::parse_retry_after;
 use super::{Outcome, TransportError};
@@ -28,17 +28,21 @@ use super::{Outcome, TransportError};
 type Sender = SendRequest<Empty<Bytes>>;
 
 /// The idle connections to one instance, most recently used on top (a warm few stay in use
-/// at low rates; the rest close when the server times them out).
+/// at low rates; the rest close when the server times them out). With a `source`, every
+/// connection is bound to that local address before it connects: one tenant's pool, for a
+/// target that tells callers by their address.
 #[derive(Debug)]
 pub(crate) struct Pool {
     addr: SocketAddr,
+    source: Option<IpAddr>,
     idle: Mutex<Vec<Sender>>,
 }
 
 impl Pool {
-    pub(crate) fn new(addr: SocketAddr) -> Self {
+    pub(crate) fn new(addr: SocketAddr, source: Option<IpAddr>) -> Self {
         Self {
             addr,
+            source,
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -65,9 +69,11 @@ impl Pool {
     }
 
     async fn connect(&self) -> Result<Sender, TransportError> {
-        let stream = TcpStream::connect(self.addr)
-            .await
-            .map_err(|e| classify(&e))?;
+        let stream = match self.source {
+            None => TcpStream::connect(self.addr).await,
+            Some(source) => connect_from(source, self.addr).await,
+        }
+        .map_err(|e| classify(&e))?;
         // A request is one small segment: Nagle would hold it behind the previous one's ACK.
         stream.set_nodelay(true).map_err(|e| classify(&e))?;
         let (sender, connection) = http1::handshake(TokioIo::new(stream))
@@ -89,6 +95,16 @@ impl Pool {
         }
         Ok((self.connect().await?, false))
     }
+}
+
+/// Connects to `addr` from `source` (any port): the target sees the connection come from it.
+async fn connect_from(source: IpAddr, addr: SocketAddr) -> io::Result<TcpStream> {
+    let socket = match source {
+        IpAddr::V4(_) => TcpSocket::new_v4()?,
+        IpAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.bind(SocketAddr::new(source, 0))?;
+    socket.connect(addr).await
 }
 
 /// Sends `request` and reads its whole body (dropping the bytes as they arrive), within

@@ -10,6 +10,10 @@
 //!   what is in flight and classifies what comes back ([`try_run`]).
 //! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`).
 //! - `exchange`: one HTTP exchange on a pooled keep-alive connection, and its classification.
+//!   A target that tells callers by source address gets a pool per instance × tenant, each
+//!   connection bound to the tenant's loopback address.
+//! - `prepared`: each target × tenant's request parts, checked once: path, caller header or
+//!   `X-Forwarded-For` value, source address.
 //! - `in_flight`: a request sent, until its sample is recorded, also when the run stops
 //!   before its answer comes (abandoned).
 //! - [`client`]: how a tenant's clients react to answers (retries, adaptive throttling).
@@ -20,6 +24,7 @@ mod engine;
 mod exchange;
 mod in_flight;
 mod pacer;
+mod prepared;
 pub mod rotation;
 pub mod schedule;
 
@@ -53,7 +58,8 @@ pub enum Spread {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TenantPlan {
     pub name: String,
-    /// The caller key sent in the target's caller header.
+    /// The caller key sent in the target's caller header (for a target that identifies
+    /// callers by header; the others see the tenant's address, from its index).
     pub caller: String,
     pub rate_per_s: f64,
     pub arrival: Arrival,
@@ -70,7 +76,10 @@ pub struct TargetPlan {
     pub instances: Rotation,
     /// Path (and query) of the limited request, e.g. `/api`.
     pub path: String,
-    pub caller_header: String,
+    /// How the target tells tenants apart: their caller key in a header, or their own
+    /// loopback address ([`crate::identity::tenant_address`]) as the connection's source or in
+    /// `X-Forwarded-For`.
+    pub caller: crate::identity::CallerIdentity,
 }
 
 /// Which arrivals of every schedule this process sends: worker `index` of `count` sends

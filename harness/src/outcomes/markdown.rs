@@ -190,14 +190,23 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
         })
         .collect();
     let sticky = s.tenants.iter().any(|t| t.spread == Spread::Sticky);
+    let limits = if crate::report::own_limits(run) {
+        format!(
+            "Targets are judged against the limit each enforces: {}",
+            crate::report::limits_line(run)
+        )
+    } else {
+        format!(
+            "Every target is configured with the same limit, {} requests per {} per caller",
+            s.limit,
+            humantime::format_duration(s.window)
+        )
+    };
     writeln!(
         out,
-        "Every target is configured with the same limit, {} requests per {} per caller, and \
-         runs {} instances behind an even balancer{}, each target with its own Redis behind its \
-         own Toxiproxy proxy. {} Load is open-model (requests are sent on schedule, whatever \
-         the answers): {}.\n",
-        s.limit,
-        humantime::format_duration(s.window),
+        "{limits}, and runs {} instances behind an even balancer{}, each target with its own \
+         Redis behind its own Toxiproxy proxy. {} Load is open-model (requests are sent on \
+         schedule, whatever the answers): {}.\n",
         instances(run),
         if sticky { " (some tenants pinned)" } else { "" },
         together(run),

@@ -197,10 +197,7 @@ cover what ran.</p>"
         format!(" (duration scale {})", run.duration_scale)
     };
     item("duration", format!("{:.1} s{scale}", run.duration_s))?;
-    item(
-        "limit",
-        format!("{} requests per {} s per tenant", run.limit, run.window_s),
-    )?;
+    item("limit", esc(&crate::report::limits_line(run)))?;
     let l = &run.load;
     item(
         "requests",
@@ -363,12 +360,23 @@ tenant.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\">target</th><th cla
     writeln!(out, "</table></div>")
 }
 
+/// The limit per second each target was judged against: one figure when they share it.
 fn limit_rate(run: &RunResult) -> String {
-    if run.window_s > 0.0 {
-        format!("{:.1}/s", run.limit / run.window_s)
-    } else {
-        "-".into()
+    let rate = |per_s: f64| {
+        if per_s > 0.0 {
+            format!("{per_s:.1}/s")
+        } else {
+            "-".into()
+        }
+    };
+    if !crate::report::own_limits(run) {
+        return rate(run.limit_of_run().per_s());
     }
+    run.targets
+        .iter()
+        .map(|t| format!("{} {}", esc(&t.name), rate(run.limit_of(t).per_s())))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn target_section(out: &mut String, t: &TargetResult, plots: &TargetPlots) -> std::fmt::Result {

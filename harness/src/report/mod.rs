@@ -79,8 +79,48 @@ struct Row {
     denied: String,
 }
 
-/// Per target × phase: latency from the schedule, outcomes and the two outage measures.
+/// Whether a target of the run was judged against a limit other than the scenario's (its
+/// manifest's own).
+pub fn own_limits(run: &RunResult) -> bool {
+    run.targets
+        .iter()
+        .any(|t| run.limit_of(t) != run.limit_of_run())
+}
+
+/// The limit every figure was judged against, as one line: the scenario's, and each target
+/// that declared its own.
+pub fn limits_line(run: &RunResult) -> String {
+    let scenario = run.limit_of_run();
+    let mut line = format!(
+        "{} requests per {} s per tenant (the scenario's)",
+        scenario.limit, scenario.window_s
+    );
+    for t in &run.targets {
+        let own = run.limit_of(t);
+        if own != scenario {
+            line += &format!(
+                "; {}: {} per {} s (its manifest's)",
+                t.name, own.limit, own.window_s
+            );
+        }
+    }
+    line
+}
+
+/// Per target × phase: latency from the schedule, outcomes and the two outage measures. When a
+/// target was judged against a limit of its own, a line under the table says which.
 pub fn summary_table(run: &RunResult) -> String {
+    let mut table = rows_table(run);
+    if own_limits(run) {
+        table += &format!(
+            "\nover-admission and wrongful denial judged against: {}",
+            limits_line(run)
+        );
+    }
+    table
+}
+
+fn rows_table(run: &RunResult) -> String {
     let rows = run.targets.iter().flat_map(|t| {
         t.phases.iter().map(move |p| {
             let a = &p.all;

@@ -14,6 +14,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::html::FAULT_FILL_RGB;
+use crate::limits::LimitSource;
 use crate::results::read::SeriesRow;
 use crate::results::{PhaseResult, RunResult, TargetResult};
 
@@ -221,7 +222,12 @@ impl Scales {
             YAxis::linear(max)
         };
 
-        let limit_per_s = limit_per_s(run);
+        // The highest limit line of any target, so every plot shares one scale.
+        let limit_per_s = run
+            .targets
+            .iter()
+            .map(|t| run.limit_of(t).per_s())
+            .fold(0.0, f64::max);
         let admitted_max = rows
             .iter()
             .filter(|r| r.tenant != "all")
@@ -240,14 +246,6 @@ impl Scales {
                 ticks: vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0],
             },
         }
-    }
-}
-
-fn limit_per_s(run: &RunResult) -> f64 {
-    if run.window_s > 0.0 {
-        run.limit / run.window_s
-    } else {
-        0.0
     }
 }
 
@@ -381,10 +379,15 @@ pub(super) fn admitted(
             Line::from_seconds(tenant.as_str(), *colour, points)
         })
         .collect();
-    let limit = limit_per_s(run);
+    let judged = run.limit_of(target);
+    let limit = judged.per_s();
     if limit > 0.0 {
+        let whose = match judged.source {
+            LimitSource::Scenario => "",
+            LimitSource::Manifest => ", its manifest's",
+        };
         lines.push(Line {
-            label: format!("limit {} req/s per tenant", tick_label(limit)),
+            label: format!("limit {} req/s per tenant{whose}", tick_label(limit)),
             colour: RGBColor(60, 60, 60),
             dashed: true,
             width: 2,

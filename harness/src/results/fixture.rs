@@ -102,6 +102,8 @@ pub fn target(name: &str, phases: Vec<PhaseResult>) -> TargetResult {
         command: Vec::new(),
         env: BTreeMap::new(),
         refuses_with: 429,
+        limit: None,
+        caller: None,
         send_lag_us: Some(flat_latency(100)),
         events: Vec::new(),
         phases,
@@ -132,6 +134,7 @@ pub fn run(scenario: &str, targets: Vec<TargetResult>) -> RunResult {
         partial: false,
         limit: LIMIT,
         window_s: 1.0,
+        tenants: Vec::new(),
         load: LoadTotals {
             scheduled: offered,
             sent: offered,

@@ -421,6 +421,8 @@ pub fn merge(
                 command: target.command.clone(),
                 env: target.env.clone(),
                 refuses_with: target.refuses_with,
+                limit: facts_from.run.limit_of(target),
+                caller: target.caller.clone(),
                 events,
                 phases: scenario
                     .phases
@@ -499,6 +501,7 @@ pub fn merge(
         partial: false,
         limit: first.run.limit,
         window_s: first.run.window_s,
+        tenants: first.run.tenants.clone(),
         load,
         notes,
         batches: Vec::new(),

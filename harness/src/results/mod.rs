@@ -14,6 +14,9 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::identity::CallerIdentity;
+pub use crate::identity::TenantIdentity;
+use crate::limits::TargetLimit;
 use crate::metrics::derived;
 use crate::metrics::{Cell, Counts, Measured};
 use crate::scenario::Scenario;
@@ -56,7 +59,8 @@ pub struct TenantResult {
     pub name: String,
     #[serde(flatten)]
     pub counts: Counts,
-    /// limit ÷ window × phase length (summed over tenants for `"all"`).
+    /// limit ÷ window × phase length, by the target's limit ([`TargetResult::limit`]; summed
+    /// over tenants for `"all"`).
     pub allowance: f64,
     /// min(offered − throttled − dropped, allowance) (summed over tenants for `"all"`): what
     /// the client's own throttling refused or the generator dropped is not the limiter's
@@ -147,6 +151,16 @@ pub struct TargetResult {
     /// The status it refuses with over the limit (its manifest's): 429, or 503 (NGINX).
     #[serde(default = "crate::targets::manifest::too_many_requests")]
     pub refuses_with: u16,
+    /// The limit its allowance, over-admission, wrongful denial and recovery band were judged
+    /// against: its manifest's own (`[limit]`) or the scenario's. `None` only in a run.json
+    /// written before failmode recorded it, where it is the run's (read it through
+    /// [`RunResult::limit_of`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<TargetLimit>,
+    /// How it told the tenants apart (its manifest's `[request] caller`); `None` only in a
+    /// run.json written before failmode recorded it (a header then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<CallerIdentity>,
     /// The load generator's lateness for this target: actual − scheduled send, µs (`None`:
     /// nothing was sent).
     pub send_lag_us: Option<Percentiles>,
@@ -204,8 +218,14 @@ pub struct RunResult {
     pub duration_s: f64,
     /// The run was interrupted (Ctrl-C, or a harness error mid-run): figures cover what ran.
     pub partial: bool,
+    /// The scenario's limit and window: every target's unless its manifest declares its own
+    /// ([`TargetResult::limit`], [`RunResult::limit_of`]).
     pub limit: f64,
     pub window_s: f64,
+    /// The scenario's tenants, in order, with what names each to a target: its caller key (for
+    /// a header) and its loopback address (for source-address and `X-Forwarded-For` targets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<TenantIdentity>,
     pub load: LoadTotals,
     pub notes: Vec<String>,
     /// When the targets ran a few at a time (`--batch`): the names in each batch, in order.
@@ -256,6 +276,10 @@ pub struct TargetFacts {
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub refuses_with: u16,
+    /// The limit its figures are judged against.
+    pub limit: TargetLimit,
+    /// How it told tenants apart (`None`: not known, a worker's run.json from before).
+    pub caller: Option<CallerIdentity>,
     pub events: Vec<Event>,
     /// One per scenario phase.
     pub phases: Vec<PhaseFacts>,
@@ -376,6 +400,8 @@ pub fn build_targets(
             command: f.command.clone(),
             env: f.env.clone(),
             refuses_with: f.refuses_with,
+            limit: Some(f.limit),
+            caller: f.caller.clone(),
             send_lag_us: Percentiles::of(&measured.send_lag[t]),
             events: f.events.clone(),
             phases: scenario
@@ -387,13 +413,10 @@ pub fn build_targets(
                     let end = phase.end.min(ran_for);
                     let length = end - phase.start;
                     let length_s = length.as_secs_f64();
+                    // The target's own rule: a run may hold targets of different limits.
                     let allowed = Allowed {
-                        allowance: scenario.allowance(length),
-                        slack: derived::window_slack(
-                            scenario.limit,
-                            scenario.window.as_secs_f64(),
-                            length_s,
-                        ),
+                        allowance: f.limit.allowance(length_s),
+                        slack: f.limit.window_slack(length_s),
                         length_s,
                     };
                     let cells: Vec<Cell> = measured.cells[t]
@@ -443,6 +466,21 @@ const UNTRUSTED_DROP_SHARE: f64 = 0.001;
 const UNTRUSTED_SEND_LAG_US: u64 = 50_000;
 
 impl RunResult {
+    /// The limit `target`'s figures were judged against: its own as recorded, else (a run.json
+    /// from before failmode recorded it) the run's.
+    pub fn limit_of(&self, target: &TargetResult) -> TargetLimit {
+        target.limit.unwrap_or_else(|| self.limit_of_run())
+    }
+
+    /// The scenario's limit, every target's unless its manifest declares its own.
+    pub fn limit_of_run(&self) -> TargetLimit {
+        TargetLimit {
+            limit: self.limit,
+            window_s: self.window_s,
+            source: crate::limits::LimitSource::Scenario,
+        }
+    }
+
     /// Why the run's measurements cannot be trusted, if they cannot: the generator dropped
     /// requests or fell behind beyond the thresholds above. A verdict on such a run exits 3.
     pub fn untrusted(&self) -> Vec<String> {

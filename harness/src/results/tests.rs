@@ -65,6 +65,8 @@ fn store_amplification_is_per_request_offered_and_per_attempt_beside_it() {
         command: Vec::new(),
         env: BTreeMap::new(),
         refuses_with: 429,
+        limit: crate::limits::TargetLimit::scenario(scenario.limit, scenario.window),
+        caller: None,
         events: Vec::new(),
         phases,
     }];

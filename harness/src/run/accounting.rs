@@ -72,6 +72,8 @@ mod tests {
             command: Vec::new(),
             env: Default::default(),
             refuses_with: 429,
+            limit: crate::limits::TargetLimit::scenario(s.limit, s.window),
+            caller: None,
             events: Vec::new(),
             phases: vec![Default::default(); s.phases.len()],
         }]

@@ -253,7 +253,13 @@ pub async fn run(
             .clone()
             .unwrap_or_else(|| scenario.targets.iter().map(|t| t.name.clone()).collect()),
     };
-    let defs = manifest::select(&all, &names)?;
+    let mut defs = manifest::select(&all, &names)?;
+    if let Some(deployment) = &opts.attach {
+        // What the deployment file says of a target (its limit, its caller identity) wins.
+        for (def, attached) in defs.iter_mut().zip(&deployment.targets) {
+            *def = attached.over(def);
+        }
+    }
     let plays_faults = opts.worker.is_none_or(|w| w.drives_faults);
     if let Some(w) = &opts.worker {
         // Before attaching too: a late worker must not touch the deployment at all.
@@ -341,7 +347,7 @@ pub async fn run(
                 name: t.def.name.clone(),
                 instances: t.rotation.clone(),
                 path: t.def.request_path.clone(),
-                caller_header: t.def.caller_header.clone(),
+                caller: t.def.caller.clone(),
             })
             .collect(),
         tenants: scenario.tenants.clone(),
@@ -361,8 +367,18 @@ pub async fn run(
         .build()
         .unwrap_or_default();
 
+    let own_limits: String = defs
+        .iter()
+        .filter_map(|d| {
+            let own = d.limit?;
+            Some(format!(
+                "; {} at its own {}/{:?}",
+                d.name, own.requests, own.window
+            ))
+        })
+        .collect();
     say.line(&format!(
-        "running {} for {:.0} s: {} at limit {}/{:?}",
+        "running {} for {:.0} s: {} at limit {}/{:?}{own_limits}",
         scenario.name,
         scenario.duration.as_secs_f64(),
         names.join(", "),
@@ -469,6 +485,8 @@ pub async fn run(
                 def.env.clone()
             },
             refuses_with: def.refuses_with,
+            limit: def.judged_limit(scenario.limit, scenario.window),
+            caller: Some(def.caller.clone()),
             events: events[t].clone(),
             phases: phase_facts
                 .iter()
@@ -579,6 +597,7 @@ pub async fn run(
         partial,
         limit: scenario.limit,
         window_s: scenario.window.as_secs_f64(),
+        tenants: results::TenantIdentity::of(&scenario),
         load: LoadTotals {
             scheduled: summary.scheduled,
             sent: summary.sent,

@@ -15,6 +15,7 @@ use futures_util::future::join_all;
 use crate::deployment::Deployment;
 use crate::faults::timeline::SharedRedis;
 use crate::faults::toxiproxy::{Toxiproxy, ToxiproxyError};
+use crate::identity::{self, CallerIdentity};
 use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::load::Rotation;
 use crate::scenario::Scenario;
@@ -23,7 +24,8 @@ use crate::targets::{Fleet, FleetLaunch, TargetDef};
 use super::RunError;
 
 /// Requests each instance answers before the load starts, unmeasured, from a caller no tenant
-/// uses: the first requests pay for JIT compilation, lazy imports and script loads, which a
+/// uses (by header, caller `failmode-warm-up`; by address, failmode's own, 127.0.0.1, which
+/// no tenant has; see [`crate::identity`]): the first requests pay for JIT compilation, lazy imports and script loads, which a
 /// long-running service never shows its callers (measured here: 15 of express-rate-limit's
 /// first 145 requests timed out their 20 ms Redis budget without it).
 const WARM_UP_REQUESTS: usize = 20;
@@ -34,12 +36,19 @@ pub(crate) async fn warm_up(def: &TargetDef, fleet: &Fleet, http: &reqwest::Clie
         let url = format!("http://{}{}", i.addr, def.request_path);
         for _ in 0..WARM_UP_REQUESTS {
             // Not measured: whatever the answer, the next request is the point.
-            let _ = http
-                .get(&url)
-                .header(def.caller_header.as_str(), WARM_UP_CALLER)
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await;
+            let request = http.get(&url);
+            // Its connection comes from 127.0.0.1 (the client binds nothing), so a target that
+            // tells callers by source address sees failmode's own address too.
+            let request = match &def.caller {
+                CallerIdentity::Header { header } => {
+                    request.header(header.as_str(), WARM_UP_CALLER)
+                }
+                CallerIdentity::XForwardedFor => {
+                    request.header("x-forwarded-for", identity::OWN_ADDRESS.to_string())
+                }
+                CallerIdentity::SourceAddress => request,
+            };
+            let _ = request.timeout(Duration::from_secs(2)).send().await;
         }
     }))
     .await;

@@ -532,7 +532,8 @@ impl Scenario {
         }
     }
 
-    /// The allowance of one caller over `length`: limit ÷ window × length.
+    /// The allowance of one caller over `length` by the scenario's limit: limit ÷ window ×
+    /// length (a target whose manifest declares its own: [`crate::limits::TargetLimit`]).
     pub fn allowance(&self, length: Duration) -> f64 {
         self.limit / self.window.as_secs_f64() * length.as_secs_f64()
     }

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::identity::CallerIdentity;
+use crate::limits::{LimitSource, TargetLimit};
+
 /// Placeholders a manifest may use in its command and environment.
 pub const PLACEHOLDERS: [&str; 8] = [
     "port",
@@ -49,7 +52,17 @@ struct RawManifest {
     request: RawRequest,
     default_instances: u32,
     metrics: Option<RawMetrics>,
+    /// The limit the service enforces from its own configuration, if it does.
+    limit: Option<RawLimit>,
     variants: Vec<RawVariant>,
+}
+
+/// `[limit]`: also a deployment file's per-target `limit` (`crate::deployment`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimit {
+    requests: u64,
+    window: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -71,7 +84,10 @@ struct RawReady {
 #[serde(deny_unknown_fields)]
 struct RawRequest {
     path: String,
-    caller_header: String,
+    /// `header` (the default), `source-address` or `x-forwarded-for`.
+    caller: Option<String>,
+    /// Required, and only allowed, with `caller = "header"`.
+    caller_header: Option<String>,
     /// The status it answers when over the limit: 429, or 503 for a limiter that keeps its
     /// default (NGINX's `limit_req_status`).
     #[serde(default = "too_many_requests")]
@@ -100,6 +116,98 @@ struct RawVariant {
     env: BTreeMap<String, String>,
 }
 
+/// A limit a manifest declares its service enforces: whole requests per caller per window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnLimit {
+    pub requests: u64,
+    pub window: Duration,
+}
+
+/// Above this a declared limit is a typo, not a rule any limiter enforces per caller.
+const MAX_OWN_LIMIT: u64 = 1_000_000_000;
+/// Above this a declared window is a typo: a run lasts minutes, and its allowance would be 0.
+const MAX_OWN_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+
+impl OwnLimit {
+    /// The limit its figures are judged against.
+    pub fn judged(&self) -> TargetLimit {
+        TargetLimit {
+            limit: self.requests as f64,
+            window_s: self.window.as_secs_f64(),
+            source: LimitSource::Manifest,
+        }
+    }
+}
+
+/// Checks a declared limit: errors name the key and say what is wanted.
+pub(crate) fn own_limit(raw: &RawLimit) -> Result<OwnLimit, String> {
+    if raw.requests == 0 || raw.requests > MAX_OWN_LIMIT {
+        return Err(format!(
+            "limit.requests = {}: between 1 and {MAX_OWN_LIMIT} requests per caller per window",
+            raw.requests
+        ));
+    }
+    let window = humantime::parse_duration(raw.window.trim()).map_err(|e| {
+        format!(
+            "limit.window = {:?}: {e} (e.g. \"1s\", \"500ms\")",
+            raw.window
+        )
+    })?;
+    if window.is_zero() || window > MAX_OWN_WINDOW {
+        return Err(format!(
+            "limit.window = {:?}: longer than zero and at most 24h",
+            raw.window
+        ));
+    }
+    Ok(OwnLimit {
+        requests: raw.requests,
+        window,
+    })
+}
+
+/// Checks `caller` (default `header`) and `caller_header` together: a header identity needs
+/// a valid header name, the others take none.
+pub(crate) fn caller_identity(
+    caller: Option<&str>,
+    caller_header: Option<&str>,
+) -> Result<CallerIdentity, String> {
+    let mode = caller.unwrap_or("header");
+    let identity = match mode {
+        "header" => {
+            let Some(header) = caller_header.map(str::trim) else {
+                return Err(
+                    "request.caller_header is missing: with caller = \"header\" (the default) \
+                     it names the header carrying the caller key, e.g. \"x-caller\""
+                        .into(),
+                );
+            };
+            if hyper::header::HeaderName::try_from(header).is_err() {
+                return Err(format!(
+                    "request.caller_header = {header:?} is not a valid HTTP header name"
+                ));
+            }
+            return Ok(CallerIdentity::Header {
+                header: header.to_owned(),
+            });
+        }
+        "source-address" => CallerIdentity::SourceAddress,
+        "x-forwarded-for" => CallerIdentity::XForwardedFor,
+        other => {
+            return Err(format!(
+                "request.caller = {other:?} is not a caller identity; expected \"header\", \
+                 \"source-address\" or \"x-forwarded-for\""
+            ));
+        }
+    };
+    if caller_header.is_some() {
+        return Err(format!(
+            "request.caller_header is set but request.caller = {mode:?} does not send it; \
+             remove one of them"
+        ));
+    }
+    Ok(identity)
+}
+
 /// One runnable target: a manifest's variant, fully resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetDef {
@@ -116,7 +224,11 @@ pub struct TargetDef {
     pub ready_path: String,
     pub ready_timeout: Duration,
     pub request_path: String,
-    pub caller_header: String,
+    /// How it tells the tenants apart: a header, their source address, `X-Forwarded-For`.
+    pub caller: CallerIdentity,
+    /// The limit the service enforces from its own configuration (`[limit]`); `None`: the
+    /// scenario's, which failmode passes it through `{limit}` and `{window_ms}`.
+    pub limit: Option<OwnLimit>,
     /// The status it refuses with over the limit: 429 or 503. Either way the outcome is counted
     /// under its own status; a declared 503 is only not taken for a broken target.
     pub refuses_with: u16,
@@ -178,6 +290,17 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
     for s in raw.start.command.iter().chain(raw.start.env.values()) {
         check_placeholders(path, s)?;
     }
+    let caller = caller_identity(
+        raw.request.caller.as_deref(),
+        raw.request.caller_header.as_deref(),
+    )
+    .map_err(invalid)?;
+    let limit = raw
+        .limit
+        .as_ref()
+        .map(own_limit)
+        .transpose()
+        .map_err(invalid)?;
     let mut defs = Vec::new();
     for v in raw.variants {
         if !crate::scenario::is_plain_name(&v.name) {
@@ -206,7 +329,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
             ready_path: raw.ready.path.clone(),
             ready_timeout,
             request_path: raw.request.path.clone(),
-            caller_header: raw.request.caller_header.clone(),
+            caller: caller.clone(),
+            limit,
             refuses_with: raw.request.refuses_with,
             default_instances: raw.default_instances,
             metrics_path: raw.metrics.as_ref().map(|m| m.path.clone()),
@@ -300,7 +424,8 @@ pub struct InstanceSlot<'a> {
     pub count: u32,
     pub port: u16,
     pub redis_url: &'a str,
-    /// The scenario's limit per window and caller.
+    /// The scenario's limit per window and caller: `{limit}` and `{window_ms}` are the
+    /// scenario's even for a target whose manifest declares a limit of its own.
     pub limit: f64,
     pub window: Duration,
 }
@@ -331,6 +456,22 @@ fn number(x: f64) -> String {
 }
 
 impl TargetDef {
+    /// The header naming the caller, for a target that tells callers by header.
+    pub fn caller_header(&self) -> Option<&str> {
+        match &self.caller {
+            CallerIdentity::Header { header } => Some(header),
+            CallerIdentity::SourceAddress | CallerIdentity::XForwardedFor => None,
+        }
+    }
+
+    /// The limit its figures are judged against: its manifest's own, else the scenario's.
+    pub fn judged_limit(&self, scenario_limit: f64, scenario_window: Duration) -> TargetLimit {
+        self.limit.map_or_else(
+            || TargetLimit::scenario(scenario_limit, scenario_window),
+            |own| own.judged(),
+        )
+    }
+
     /// The environment failmode starts an instance with: the manifest's, placeholders filled.
     pub fn env_for(&self, slot: &InstanceSlot<'_>) -> BTreeMap<String, String> {
         let values = slot.values();
@@ -351,157 +492,4 @@ pub fn expand(text: &str, values: &BTreeMap<&str, String>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn repo_targets() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets")
-    }
-
-    #[test]
-    fn the_reference_manifest_declares_every_policy_as_a_target() {
-        let all = discover(&repo_targets()).unwrap();
-        let names: Vec<&str> = all.iter().map(|d| d.name.as_str()).collect();
-        for n in [
-            "reference",
-            "fail-open",
-            "fail-closed",
-            "retry-then-deny",
-            "fail-static",
-            "timeout-only",
-            "local-only",
-        ] {
-            assert!(names.contains(&n), "{n} missing from {names:?}");
-        }
-        let reference = all.iter().find(|d| d.name == "reference").unwrap();
-        assert_eq!(reference.env["FAILMODE_POLICY"], "local-share");
-        assert_eq!(reference.default_instances, 4);
-    }
-
-    #[test]
-    fn an_unknown_target_names_the_available_ones() {
-        let all = discover(&repo_targets()).unwrap();
-        let err = select(&all, &["nope".into()]).unwrap_err().to_string();
-        assert!(
-            err.contains("\"nope\"") && err.contains("fail-open"),
-            "{err}"
-        );
-    }
-
-    fn write_manifest(dir: &Path, variant: &str) {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(
-            dir.join("target.toml"),
-            format!(
-                r#"
-default_instances = 1
-start = {{ command = ["x"] }}
-ready = {{ path = "/healthz", timeout = "1s" }}
-request = {{ path = "/", caller_header = "x-caller" }}
-[[variants]]
-name = "{variant}"
-"#
-            ),
-        )
-        .unwrap();
-    }
-
-    #[test]
-    fn manifests_are_found_by_language_and_library_but_not_inside_installed_dependencies() {
-        let dir = tempfile::tempdir().unwrap();
-        write_manifest(&dir.path().join("reference"), "a");
-        write_manifest(&dir.path().join("node/express"), "b");
-        write_manifest(&dir.path().join("node/node_modules/some-lib"), "c");
-        write_manifest(&dir.path().join("python/.venv/lib"), "d");
-        write_manifest(&dir.path().join("too/deep/for/discovery"), "e");
-        let names: Vec<String> = discover(dir.path())
-            .unwrap()
-            .into_iter()
-            .map(|d| d.name)
-            .collect();
-        assert_eq!(names, ["b", "a"]);
-    }
-
-    #[test]
-    fn a_missing_targets_folder_is_named() {
-        let err = discover(Path::new("/nonexistent/targets")).unwrap_err();
-        assert!(err.to_string().contains("/nonexistent/targets"), "{err}");
-    }
-
-    #[test]
-    fn an_unknown_placeholder_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("target.toml");
-        std::fs::write(
-            &path,
-            r#"
-default_instances = 1
-start = { command = ["x", "--port", "{prot}"] }
-ready = { path = "/healthz", timeout = "1s" }
-request = { path = "/", caller_header = "x-caller" }
-[[variants]]
-name = "x"
-"#,
-        )
-        .unwrap();
-        let err = read(&path).unwrap_err().to_string();
-        assert!(err.contains("{prot}"), "{err}");
-    }
-
-    #[test]
-    fn a_refusal_status_other_than_429_or_503_is_refused_and_429_is_the_default() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("target.toml");
-        let manifest = |request: &str| {
-            format!(
-                "default_instances = 1\nstart = {{ command = [\"x\"] }}\n\
-                 ready = {{ path = \"/healthz\", timeout = \"1s\" }}\n\
-                 request = {{ {request} }}\n[[variants]]\nname = \"x\"\n"
-            )
-        };
-        let plain = r#"path = "/", caller_header = "x-caller""#;
-        std::fs::write(&path, manifest(plain)).unwrap();
-        assert_eq!(read(&path).unwrap()[0].refuses_with, 429);
-        std::fs::write(&path, manifest(&format!("{plain}, refuses_with = 503"))).unwrap();
-        assert_eq!(read(&path).unwrap()[0].refuses_with, 503);
-        std::fs::write(&path, manifest(&format!("{plain}, refuses_with = 403"))).unwrap();
-        let err = read(&path).unwrap_err().to_string();
-        assert!(err.contains("refuses_with = 403"), "{err}");
-    }
-
-    #[test]
-    fn an_instance_slot_fills_every_placeholder() {
-        let slot = InstanceSlot {
-            target: "t",
-            index: 2,
-            count: 4,
-            port: 8080,
-            redis_url: "redis://127.0.0.1:1",
-            limit: 12.5,
-            window: Duration::from_millis(1500),
-        };
-        let values = slot.values();
-        assert_eq!(values.len(), PLACEHOLDERS.len());
-        assert!(PLACEHOLDERS.iter().all(|p| values.contains_key(p)));
-        assert_eq!(values["instance_id"], "t-2");
-        assert_eq!(values["limit"], "12.5");
-        assert_eq!(values["window_s"], "1.5");
-        assert_eq!(
-            InstanceSlot {
-                limit: 50.0,
-                ..slot
-            }
-            .values()["limit"],
-            "50"
-        );
-    }
-
-    #[test]
-    fn placeholders_expand() {
-        let values = BTreeMap::from([("port", "8080".to_owned()), ("limit", "50".to_owned())]);
-        assert_eq!(
-            expand("--port={port} {limit}/s", &values),
-            "--port=8080 50/s"
-        );
-    }
-}
+mod tests;

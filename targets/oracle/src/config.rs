@@ -56,6 +56,12 @@ struct Args {
     /// millisecond.
     #[arg(long, env = "FAILMODE_ORACLE_LEAD_MS", default_value_t = 0)]
     lead_ms: u64,
+    /// What a caller's count is kept under: header (the caller header's value),
+    /// source-address (the connection's source address), x-forwarded-for (the first address in
+    /// X-Forwarded-For) or global (every caller counted together: a limiter that ignores the
+    /// caller).
+    #[arg(long, env = "FAILMODE_ORACLE_KEY", default_value = "header")]
+    key: String,
     /// A caller answered 200 at once, uncounted, without starting the clock (failmode's
     /// warm-up requests); empty: none.
     #[arg(long, env = "FAILMODE_ORACLE_WARM_UP_CALLER", default_value = HARNESS_WARM_UP_CALLER)]
@@ -66,10 +72,42 @@ struct Args {
     refuse_status: u16,
 }
 
+/// What the oracle keys a caller's counts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    /// The caller header's value; a request without it gets 400.
+    Header,
+    /// The connection's source address (`127.0.0.5`), as a limiter keyed on the client's IP.
+    SourceAddress,
+    /// The first address of `X-Forwarded-For`, else (no such header) the source address, as a
+    /// server behind a trusted proxy.
+    XForwardedFor,
+    /// One count for every caller: a limiter that ignores who is calling. The caller header,
+    /// when present, only tells the warm-up caller apart.
+    Global,
+}
+
+impl std::str::FromStr for Key {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "header" => Ok(Self::Header),
+            "source-address" => Ok(Self::SourceAddress),
+            "x-forwarded-for" => Ok(Self::XForwardedFor),
+            "global" => Ok(Self::Global),
+            other => Err(format!(
+                "{other:?}: expected header, source-address, x-forwarded-for or global"
+            )),
+        }
+    }
+}
+
 /// The validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    pub key: Key,
     pub caller_header: HeaderName,
     pub script: Script,
     pub defaults: Defaults,
@@ -141,6 +179,10 @@ impl TryFrom<Args> for Config {
                 format!("{:?}: {e}", args.caller_header),
             )
         })?;
+        let key: Key = args
+            .key
+            .parse()
+            .map_err(|e| invalid("FAILMODE_ORACLE_KEY (--key)", e))?;
         let script: Script = args
             .script
             .parse()
@@ -156,6 +198,7 @@ impl TryFrom<Args> for Config {
             })?;
         Ok(Self {
             listen: SocketAddr::new(args.bind, args.port),
+            key,
             caller_header,
             script,
             defaults: Defaults {
@@ -213,6 +256,12 @@ mod tests {
         );
         assert_eq!(config.script.to_string(), "2..4: open");
         assert_eq!(config.caller_header, "x-api-key");
+        assert_eq!(config.key, Key::Header);
+        assert_eq!(parse(&["--key", "global"]).unwrap().key, Key::Global);
+        assert_eq!(
+            parse(&["--key", "source-address"]).unwrap().key,
+            Key::SourceAddress
+        );
         assert_eq!(
             config.warm_up_caller.as_deref(),
             Some(HARNESS_WARM_UP_CALLER)
@@ -232,12 +281,13 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_variable() {
-        let cases: [(&[&str], &str); 7] = [
+        let cases: [(&[&str], &str); 8] = [
             (&["--refuse-status", "200"], "FAILMODE_ORACLE_REFUSE_STATUS"),
             (
                 &["--refuse-status", "1000"],
                 "FAILMODE_ORACLE_REFUSE_STATUS",
             ),
+            (&["--key", "ip"], "FAILMODE_ORACLE_KEY"),
             (&["--limit", "12.5"], "FAILMODE_LIMIT"),
             (&["--window", "soon"], "FAILMODE_WINDOW"),
             (&["--window", "0s"], "longer than zero"),

@@ -8,6 +8,7 @@
 //! requests are thousands of timers, not threads.
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
+use crate::config::Key;
 use crate::decide::{Answer, Oracle};
 use crate::metrics::{self, Counters};
 
@@ -30,6 +32,9 @@ pub const API_PATH: &str = "/api";
 
 /// The oracle's clock when it decided, in milliseconds since t0, on every `/api` answer.
 static TIME_HEADER: HeaderName = HeaderName::from_static("failmode-oracle-time-ms");
+
+/// Where a proxy names the client: the first address is the original caller's.
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 /// How long to wait after the listener fails to accept (out of file descriptors, say) before
 /// trying again: long enough not to spin, short enough to lose nothing in a test.
@@ -40,6 +45,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 pub struct App {
     pub oracle: Oracle,
     pub counters: Counters,
+    /// What a caller's counts are kept under.
+    pub key: Key,
     pub caller_header: HeaderName,
     pub warm_up_caller: Option<String>,
     /// What a `limit` answers over the limit (429 unless `FAILMODE_ORACLE_REFUSE_STATUS`).
@@ -50,8 +57,8 @@ pub struct App {
 pub async fn serve(listener: TcpListener, app: Arc<App>) {
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
-                tokio::spawn(connection(stream, Arc::clone(&app)));
+            Ok((stream, peer)) => {
+                tokio::spawn(connection(stream, peer.ip(), Arc::clone(&app)));
             }
             Err(e) => {
                 eprintln!("failmode-oracle: accept failed: {e}");
@@ -62,13 +69,13 @@ pub async fn serve(listener: TcpListener, app: Arc<App>) {
 }
 
 /// Serves one connection until the client closes it or a request hangs up.
-async fn connection(stream: TcpStream, app: Arc<App>) {
+async fn connection(stream: TcpStream, peer: IpAddr, app: Arc<App>) {
     // Answers are small and waited for: do not hold them back for Nagle.
     let _ = stream.set_nodelay(true);
     let hang_up = Arc::new(Notify::new());
     let service = {
         let hang_up = Arc::clone(&hang_up);
-        service_fn(move |request| handle(Arc::clone(&app), Arc::clone(&hang_up), request))
+        service_fn(move |request| handle(Arc::clone(&app), Arc::clone(&hang_up), peer, request))
     };
     let serving = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
     tokio::select! {
@@ -82,6 +89,7 @@ async fn connection(stream: TcpStream, app: Arc<App>) {
 async fn handle(
     app: Arc<App>,
     hang_up: Arc<Notify>,
+    peer: IpAddr,
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let response = match request.uri().path() {
@@ -94,7 +102,7 @@ async fn handle(
             );
             r
         }
-        API_PATH => api(&app, &hang_up, &request).await,
+        API_PATH => api(&app, &hang_up, peer, &request).await,
         other => text(
             StatusCode::NOT_FOUND,
             format!("{other} is not a route of the oracle; try {API_PATH}\n"),
@@ -103,29 +111,94 @@ async fn handle(
     Ok(response)
 }
 
-async fn api(app: &App, hang_up: &Notify, request: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let caller = match request
-        .headers()
-        .get(&app.caller_header)
-        .map(HeaderValue::to_str)
-    {
-        Some(Ok(caller)) if !caller.is_empty() => caller,
-        _ => {
+/// Who sent a request, by the configured [`Key`].
+struct Caller<'a> {
+    /// Whom its counts are kept under (unless `global`).
+    key: String,
+    /// The caller header's value, whatever the key: failmode names its warm-up caller there
+    /// when it tells callers by header, also to an oracle keyed otherwise.
+    header: Option<&'a str>,
+    /// Every caller's counts are one.
+    global: bool,
+}
+
+impl Caller<'_> {
+    /// Whether this is `warm_up`: by its key (`127.0.0.1`, failmode's own address, when failmode
+    /// tells callers by address) or by its caller header (when failmode tells them by header).
+    fn is(&self, warm_up: &str) -> bool {
+        self.key == warm_up || self.header == Some(warm_up)
+    }
+}
+
+/// The caller a request is counted as, by the configured [`Key`], or what it failed to name
+/// its caller in (a 400).
+fn caller_of<'a>(
+    app: &App,
+    peer: IpAddr,
+    request: &'a Request<Incoming>,
+) -> Result<Caller<'a>, String> {
+    let header = |name: &HeaderName| -> Option<&'a str> {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+    };
+    let named = header(&app.caller_header);
+    let caller = |key: String, global: bool| Caller {
+        key,
+        header: named,
+        global,
+    };
+    match app.key {
+        Key::Header => match named {
+            Some(name) => Ok(caller(name.to_owned(), false)),
+            None => Err(format!("{} header", app.caller_header)),
+        },
+        Key::SourceAddress => Ok(caller(peer.to_string(), false)),
+        // As a server that trusts its proxy (express's `trust proxy`): the first address the
+        // proxy names, else the connection's own.
+        Key::XForwardedFor => {
+            let first = header(&X_FORWARDED_FOR)
+                .and_then(|v| v.split(',').next())
+                .map(str::trim)
+                .filter(|v| !v.is_empty());
+            Ok(caller(
+                first.map_or_else(|| peer.to_string(), str::to_owned),
+                false,
+            ))
+        }
+        Key::Global => Ok(caller(String::new(), true)),
+    }
+}
+
+async fn api(
+    app: &App,
+    hang_up: &Notify,
+    peer: IpAddr,
+    request: &Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let caller = match caller_of(app, peer, request) {
+        Ok(caller) => caller,
+        Err(what) => {
             app.counters.count(metrics::BAD_REQUEST, Some(400));
             return text(
                 StatusCode::BAD_REQUEST,
-                format!(
-                    "requests must name their caller in a non-empty, visible-ASCII {} header\n",
-                    app.caller_header
-                ),
+                format!("requests must name their caller in a non-empty, visible-ASCII {what}\n"),
             );
         }
     };
-    if app.warm_up_caller.as_deref() == Some(caller) {
+    if app.warm_up_caller.as_deref().is_some_and(|w| caller.is(w)) {
         app.counters.count(metrics::WARM_UP, Some(200));
         return text(StatusCode::OK, "warm-up\n");
     }
-    let decision = app.oracle.decide(caller, Instant::now);
+    // One name for every caller's counts.
+    let key = if caller.global {
+        "*"
+    } else {
+        caller.key.as_str()
+    };
+    let decision = app.oracle.decide(key, Instant::now);
     let status = match decision.answer {
         Answer::Limited { .. } => Some(app.refuse_status.as_u16()),
         other => other.status(),

@@ -59,6 +59,7 @@ impl Server {
         let app = Arc::new(App {
             oracle: Oracle::new(Decider::new(config.script, config.defaults), config.lead),
             counters: Counters::default(),
+            key: config.key,
             caller_header: config.caller_header,
             warm_up_caller: config.warm_up_caller,
             refuse_status: config.refuse_status,

@@ -114,21 +114,28 @@ pub async fn check(project: &Project, args: &CheckArgs) -> Result<Verdict, Check
     let mut redis = RedisServer::start("redis-check", &log_dir)
         .await
         .map_err(CheckError::Redis)?;
+    let whose = if def.limit.is_some() {
+        "its own [limit]"
+    } else {
+        "{limit}"
+    };
     println!(
-        "checking {} ({}): {} instance{}, limit {} per {} window, its own Redis at {}; logs in {}",
+        "checking {} ({}): {} instance{}, limit {} per {} window ({whose}), callers by {}, its \
+         own Redis at {}; logs in {}",
         def.name,
         def.manifest.display(),
         plan.instances,
         if plan.instances == 1 { "" } else { "s" },
         plan.limit,
         humantime::format_duration(plan.window),
+        def.caller,
         redis.url(),
         log_dir.display()
     );
     let root = def.dir.clone().unwrap_or_else(|| project.root().to_owned());
     let examined = tokio::select! {
         // Dropped on a signal: the instances it started are killed with their process groups.
-        found = examine(&def, &plan, &redis, &root, &log_dir) => Some(found),
+        found = examine(&def, &plan, (args.limit, args.window), &redis, &root, &log_dir) => Some(found),
         () = signals.next() => None,
     };
     let _ = redis.stop().await;
@@ -166,10 +173,23 @@ fn plan(def: &TargetDef, args: &CheckArgs) -> Result<Plan, CheckError> {
     if instances == 0 {
         return input("--instances must be at least 1".into());
     }
-    let plan = Plan {
-        limit: args.limit,
-        window: args.window,
-        instances,
+    // A service that declares the limit it enforces is measured against that one.
+    let plan = match def.limit {
+        Some(own) => Plan {
+            limit: u32::try_from(own.requests).map_err(|_| {
+                CheckError::Input(format!(
+                    "[limit] requests = {} is more than a check can send",
+                    own.requests
+                ))
+            })?,
+            window: own.window,
+            instances,
+        },
+        None => Plan {
+            limit: args.limit,
+            window: args.window,
+            instances,
+        },
     };
     let rate = f64::from(plan.over_per_window()) / plan.window.as_secs_f64();
     if rate > FASTEST_RATE {
@@ -202,6 +222,8 @@ fn fresh_log_dir(project: &Project, def: &TargetDef) -> Result<PathBuf, CheckErr
 async fn examine(
     def: &TargetDef,
     plan: &Plan,
+    // {limit} and {window_ms}: the plan's unless the manifest declares a limit of its own.
+    (limit, window): (u32, Duration),
     redis: &RedisServer,
     root: &Path,
     log_dir: &Path,
@@ -211,8 +233,8 @@ async fn examine(
         root: root.to_owned(),
         log_dir: log_dir.to_owned(),
         redis_url: redis.url(),
-        limit: f64::from(plan.limit),
-        window: plan.window,
+        limit: f64::from(limit),
+        window,
     };
     let began = Instant::now();
     let (fleet, started) = Fleet::start(def, launch, plan.instances, &http).await;

@@ -12,12 +12,13 @@
 //! first one leaves.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::identity::{CallerIdentity, tenant_address};
 use crate::targets::TargetDef;
 
 /// Windows over which caller A's admissions are counted: the first and last may be cut by
@@ -122,28 +123,43 @@ impl Measured {
     }
 }
 
-/// A caller of the check's traffic. Who a request is from is said in one place,
-/// [`Caller::request`]: the manifest's caller header carries the caller's name.
+/// A caller of the check's traffic, told apart as the manifest's `caller` says: its name in
+/// the caller header, or the loopback address a run's tenant of the same index would have (as
+/// the connection's source, or in `X-Forwarded-For`).
 #[derive(Debug)]
 struct Caller {
     name: &'static str,
+    address: Ipv4Addr,
     http: reqwest::Client,
 }
 
 impl Caller {
-    fn new(name: &'static str) -> Self {
+    fn new(name: &'static str, index: usize, identity: &CallerIdentity) -> Self {
+        let address = tenant_address(index).unwrap_or(Ipv4Addr::LOCALHOST);
         // Its own client, so that its connections are its own.
+        let mut http = reqwest::Client::builder();
+        if *identity == CallerIdentity::SourceAddress {
+            http = http.local_address(IpAddr::V4(address));
+        }
         Self {
             name,
-            http: reqwest::Client::new(),
+            address,
+            http: http.build().unwrap_or_default(),
         }
     }
 
     fn request(&self, def: &TargetDef, addr: SocketAddr) -> reqwest::RequestBuilder {
-        self.http
+        let request = self
+            .http
             .get(format!("http://{addr}{}", def.request_path))
-            .header(def.caller_header.as_str(), self.name)
-            .timeout(REQUEST_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT);
+        match &def.caller {
+            CallerIdentity::Header { header } => request.header(header.as_str(), self.name),
+            CallerIdentity::XForwardedFor => {
+                request.header("x-forwarded-for", self.address.to_string())
+            }
+            CallerIdentity::SourceAddress => request,
+        }
     }
 }
 
@@ -153,8 +169,8 @@ pub const CALLER_B: &str = "failmode-check-b";
 
 /// Sends the plan's traffic to `instances` and counts the answers.
 pub async fn measure(def: &TargetDef, instances: &[SocketAddr], plan: &Plan) -> Measured {
-    let a = Caller::new(CALLER_A);
-    let b = Caller::new(CALLER_B);
+    let a = Caller::new(CALLER_A, 0, &def.caller);
+    let b = Caller::new(CALLER_B, 1, &def.caller);
     let per_window = plan.over_per_window();
     let measured_span = plan.window * WINDOWS_MEASURED;
     let start = Instant::now();

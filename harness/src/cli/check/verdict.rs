@@ -236,28 +236,36 @@ pub fn limit(def: &TargetDef, plan: &Plan, over: &Tally) -> Finding {
     let band = Band::of(plan);
     let window = humantime::format_duration(plan.window);
     let counts = counts(over);
-    let placeholders = format!(
-        "start the service with the limit failmode gives it: {{limit}} requests per caller per \
-         {{window_ms}} ms (or {{window_s}} s), in start.command or start.env of {}",
-        def.manifest.display()
-    );
+    let placeholders = if def.limit.is_some() {
+        format!(
+            "[limit] in {} must be the limit the service enforces per caller (requests per \
+             window), as its own configuration sets it",
+            def.manifest.display()
+        )
+    } else {
+        format!(
+            "start the service with the limit failmode gives it: {{limit}} requests per caller \
+             per {{window_ms}} ms (or {{window_s}} s), in start.command or start.env of {}; or, \
+             if it reads its limit from its own configuration, declare that limit in [limit]",
+            def.manifest.display()
+        )
+    };
     if over.admitted == 0 {
-        let why = match over.main_refusal() {
-            Some(400) => format!(
-                "; 400 usually means the caller header ({}) is not the one it reads",
-                def.caller_header
-            ),
-            Some(404) => format!("; 404: is {} its route?", def.request_path),
+        let why = match (over.main_refusal(), def.caller_header()) {
+            (Some(400), Some(header)) => {
+                format!("; 400 usually means the caller header ({header}) is not the one it reads")
+            }
+            (Some(404), _) => format!("; 404: is {} its route?", def.request_path),
             _ => String::new(),
         };
         return Finding::fail(
             format!("admits nothing: no request of caller A was answered 2xx{why}"),
             format!(
-                "request.path ({}) and request.caller_header ({}) in {} must be a route the \
-                 service limits and the header naming the caller",
+                "request.path ({}) in {} must be a route the service limits, and request.caller \
+                 ({}) how it tells callers apart",
                 def.request_path,
-                def.caller_header,
-                def.manifest.display()
+                def.manifest.display(),
+                def.caller
             ),
         )
         .with_detail([counts]);
@@ -282,7 +290,12 @@ pub fn limit(def: &TargetDef, plan: &Plan, over: &Tally) -> Finding {
         plan.limit, band.low, band.high
     );
     if band.contains(per_window) {
-        return Finding::pass(format!("limits at {{limit}}: caller A admitted {seen}"));
+        let whose = if def.limit.is_some() {
+            "its [limit]"
+        } else {
+            "{limit}"
+        };
+        return Finding::pass(format!("limits at {whose}: caller A admitted {seen}"));
     }
     let mut fix = placeholders;
     let shared = f64::from(plan.limit * plan.instances);
@@ -317,18 +330,37 @@ pub fn per_caller(def: &TargetDef, m: &Measured) -> Finding {
             b.admitted, b.sent
         ));
     }
+    let (ignored, fix) = match def.caller_header() {
+        Some(header) => (
+            format!("the caller header `{header}`"),
+            format!(
+                "make the limiter key on the caller named in the `{header}` header (or set \
+                 request.caller_header in {} to the header it keys on, or request.caller to \
+                 \"source-address\" or \"x-forwarded-for\" if it keys on the client's address)",
+                def.manifest.display()
+            ),
+        ),
+        None => (
+            format!("the caller's address ({})", def.caller),
+            format!(
+                "make the limiter key on the client's address{} (or set request.caller in {} \
+                 to how it tells callers apart)",
+                if def.caller.mode() == "x-forwarded-for" {
+                    " as X-Forwarded-For gives it (trust the proxy)"
+                } else {
+                    ""
+                },
+                def.manifest.display()
+            ),
+        ),
+    };
     Finding::fail(
         format!(
             "tenants limited together: caller B, under its limit, was refused {refused} of {} \
-             while caller A was over the limit: the caller header `{}` seems to be ignored",
-            b.sent, def.caller_header
+             while caller A was over the limit: {ignored} seems to be ignored",
+            b.sent
         ),
-        format!(
-            "make the limiter key on the caller named in the `{}` header (or set \
-             request.caller_header in {} to the header it keys on)",
-            def.caller_header,
-            def.manifest.display()
-        ),
+        fix,
     )
     .with_detail([counts(b)])
 }
