@@ -153,7 +153,7 @@ impl Deployment {
             let limit = t
                 .limit
                 .as_ref()
-                .map(own_limit)
+                .map(|raw| own_limit(raw, crate::limits::LimitSource::Deployment))
                 .transpose()
                 .map_err(for_target)?;
             let caller = match (&t.caller, &t.caller_header) {
@@ -293,7 +293,8 @@ redis_admin = "redis://127.0.0.1:6379/0"
             t.limit,
             Some(OwnLimit {
                 requests: 40,
-                window: std::time::Duration::from_secs(1)
+                window: std::time::Duration::from_secs(1),
+                declared_in: crate::limits::LimitSource::Deployment,
             })
         );
         assert_eq!(t.caller, Some(CallerIdentity::SourceAddress));

@@ -17,6 +17,9 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
+/// The header a proxy names the client in.
+pub const FORWARDED_FOR: &str = "x-forwarded-for";
+
 /// The address failmode's own requests (readiness, metrics, warm-up) come from.
 pub const OWN_ADDRESS: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
@@ -48,6 +51,18 @@ impl CallerIdentity {
             Self::Header { .. } => "header",
             Self::SourceAddress => "source-address",
             Self::XForwardedFor => "x-forwarded-for",
+        }
+    }
+
+    /// The header naming a caller to the target, for a client that sends few requests (the
+    /// warm-up, `check`): its key in the caller header, or its address in `X-Forwarded-For`;
+    /// none for a source-address target, where the connection's source names it. The load
+    /// engine builds the same headers once per tenant instead.
+    pub fn naming_header<'a>(&'a self, key: &str, address: Ipv4Addr) -> Option<(&'a str, String)> {
+        match self {
+            Self::Header { header } => Some((header.as_str(), key.to_owned())),
+            Self::XForwardedFor => Some((FORWARDED_FOR, address.to_string())),
+            Self::SourceAddress => None,
         }
     }
 

@@ -17,6 +17,8 @@ pub enum LimitSource {
     Scenario,
     /// The target's manifest: the service reads its limit from its own configuration.
     Manifest,
+    /// The deployment file a run attached with: the deployed service's own limit.
+    Deployment,
 }
 
 /// Requests per caller per window, and where that rule came from.
@@ -62,6 +64,7 @@ impl TargetLimit {
         let whose = match self.source {
             LimitSource::Scenario => "the scenario's",
             LimitSource::Manifest => "its manifest's",
+            LimitSource::Deployment => "its deployment file's",
         };
         format!("{} per {} s ({whose})", self.limit, self.window_s)
     }

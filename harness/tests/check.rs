@@ -152,6 +152,9 @@ fn an_unknown_target_or_a_bad_limit_is_bad_input() {
     let (code, said) = check("reference", &["--limit", "0"]);
     assert_eq!(code, Some(2), "{said}");
     assert!(said.contains("--limit must be at least 1"), "{said}");
+    let (code, said) = check("reference", &["--window", "2m"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("at most 1m"), "{said}");
 }
 
 /// A manifest of `tests/fixtures/targets/`, shared with `identity.rs`.
@@ -184,7 +187,11 @@ fn callers_told_apart_by_source_address_are_checked_from_addresses_of_their_own(
 
 #[test]
 fn a_declared_limit_is_the_one_checked_whatever_limit_failmode_would_give() {
-    let (_, said) = check(&target_fixture("oracle-own-limit"), &["--limit", "4"]);
+    let (code, said) = check(&target_fixture("oracle-own-limit"), &["--limit", "4"]);
+    // The oracle keeps no counts in Redis: the one failure is that.
+    assert_eq!(code, Some(1), "{said}");
+    finding(&said, "✘ not using {redis_url}");
+    assert!(said.contains("1 of 5 checks fail"), "{said}");
     assert!(said.contains("its own [limit]"), "{said}");
     let f = finding(&said, "✔ limits at its [limit]");
     assert!(f.contains("expected 15"), "{f}");

@@ -103,9 +103,10 @@ fn a_candidate_that_waits_for_a_slow_redis_is_worse_than_the_previous_build_in_t
     // Two identical configurations side by side (the reference is the old build's policy and
     // timeout): the slow phase's latency is not worse. Only that phase is asserted: the
     // steady and recovery phases' p99 are a few milliseconds, and one run of each target differs
-    // there by about as much (docs/compare.md, noise between single runs).
+    // there by about as much (docs/compare.md, noise between single runs). Nor p99.9: over a
+    // few hundred requests it is the slowest one or two, which one scheduler hiccup decides.
     let c = compare_pair(&results, "reference", "mine-old");
-    for metric in [Metric::P50, Metric::P99, Metric::P999] {
+    for metric in [Metric::P50, Metric::P99] {
         assert_ne!(slow_row(&c, metric).0, Verdict::Worse, "{metric:?}");
     }
 

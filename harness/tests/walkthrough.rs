@@ -162,13 +162,23 @@ fn copy_service(from: &Path, to: &Path) {
     }
 }
 
-/// The limit and window the walkthrough's manifest declares: requests per second.
-fn declared_rate(manifest: &str) -> f64 {
+/// The `[limit]` the walkthrough's manifest declares: (requests, window in seconds).
+fn declared(manifest: &str) -> (f64, f64) {
     let table: toml::Table = toml::from_str(manifest).unwrap();
     let limit = &table["limit"];
     let requests = limit["requests"].as_integer().unwrap() as f64;
     let window = humantime::parse_duration(limit["window"].as_str().unwrap()).unwrap();
-    requests / window.as_secs_f64()
+    (requests, window.as_secs_f64())
+}
+
+/// The declared limit in requests per second.
+fn declared_rate(manifest: &str) -> f64 {
+    let (requests, window_s) = declared(manifest);
+    requests / window_s
+}
+
+fn declared_window_s(manifest: &str) -> f64 {
+    declared(manifest).1
 }
 
 #[test]
@@ -192,7 +202,21 @@ fn the_walkthrough_runs_the_example_service_from_outside_the_repository_with_the
 
     // 3. check: ready, listening, using its Redis, limiting per caller at its own limit.
     let check = machine.expect(&service, &["check", NAME], 0);
-    assert!(check.contains(NAME), "{check}");
+    for line in [
+        "✔ ready: 2 instances",
+        "✔ limits at its [limit]: caller A admitted ≈",
+        "✔ limits per caller",
+        "✔ refuses with 429",
+        "✔ uses {redis_url}",
+        "all 5 checks pass",
+    ] {
+        assert!(
+            check.lines().any(|l| l.starts_with(line)),
+            "no line {line:?}:\n{check}"
+        );
+    }
+    let requests = declared_rate(&manifest) * declared_window_s(&manifest);
+    assert!(check.contains(&format!("(expected {requests};")), "{check}");
 
     // 4. The scenario init wrote (the project's only one, so `run` needs no name), at a fifth
     // of its length: the table shows the service beside the reference and fail-open.
@@ -256,8 +280,8 @@ fn the_walkthrough_runs_the_example_service_from_outside_the_repository_with_the
     }
 
     // 5. The gate: the service fails what the reference promises during the cut (the heavy
-    let gate = machine.expect(&service, &["gate", "results/latest"], 1);
     // caller held to its limit) and, waiting on a slow Redis, the slow phase's p99.
+    let gate = machine.expect(&service, &["gate", "results/latest"], 1);
     let failed = |phase: &str, metric: &str| {
         gate.lines().any(|l| {
             let cells: Vec<&str> = l.split('│').map(str::trim).collect();

@@ -368,32 +368,49 @@ async fn two_workers_merged_measure_what_one_process_running_the_whole_schedule_
     let said = String::from_utf8_lossy(&mixed.stderr);
     assert!(said.contains("start time"), "{said}");
 
-    // A worker cut short is refused: its share of the rest is missing.
-    let cut = folder("w2-cut");
-    std::fs::create_dir(&cut).unwrap();
-    for entry in std::fs::read_dir(folder("w2")).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() {
-            std::fs::copy(entry.path(), cut.join(entry.file_name())).unwrap();
+    // w2's folder as another worker would have written it, changed by `change`; merged with
+    // w1's and the fault player's, refused with a reason containing `why`.
+    let refused_with = |name: &str, change: &dyn Fn(&mut RunResult), why: &str| {
+        let copy = folder(name);
+        std::fs::create_dir(&copy).unwrap();
+        for entry in std::fs::read_dir(folder("w2")).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_file() {
+                std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+            }
         }
-    }
-    let mut partial = w2.clone();
-    partial.partial = true;
-    std::fs::write(
-        cut.join("run.json"),
-        serde_json::to_string(&partial).unwrap(),
-    )
-    .unwrap();
-    let refused = failmode(&[
-        "merge",
-        &folder("w1").to_string_lossy(),
-        &cut.to_string_lossy(),
-        &folder("faults").to_string_lossy(),
-        "--out",
-        &folder("z").to_string_lossy(),
-    ]);
-    assert_eq!(refused.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("stopped early"));
+        let mut changed = w2.clone();
+        change(&mut changed);
+        std::fs::write(
+            copy.join("run.json"),
+            serde_json::to_string(&changed).unwrap(),
+        )
+        .unwrap();
+        let refused = failmode(&[
+            "merge",
+            &folder("w1").to_string_lossy(),
+            &copy.to_string_lossy(),
+            &folder("faults").to_string_lossy(),
+            "--out",
+            &folder(&format!("{name}-merged")).to_string_lossy(),
+        ]);
+        assert_eq!(refused.status.code(), Some(2), "{name}: {refused:?}");
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(said.contains(why), "{name}: {said}");
+    };
+    // A worker cut short: its share of the rest is missing.
+    refused_with("w2-cut", &|r| r.partial = true, "stopped early");
+    // A worker whose deployment file gave the target another limit: its counts were judged
+    // by another rule.
+    refused_with(
+        "w2-other-limit",
+        &|r| {
+            let mut own = r.limit_of(&r.targets[0]);
+            own.limit += 1.0;
+            r.targets[0].limit = Some(own);
+        },
+        "limits and caller identities",
+    );
     // Nor does a merge write over a results folder, its own inputs least of all.
     let over = failmode(&[
         "merge",

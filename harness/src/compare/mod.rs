@@ -92,6 +92,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::limits::TargetLimit;
 use crate::results::RunResult;
 use crate::results::read::ReadError;
 pub use options::CompareOptions;
@@ -287,6 +288,10 @@ pub enum Certainty {
     /// Neither side measured the value (a store-less target's store amplification, say):
     /// nothing to compare, no failure.
     NeitherMeasured,
+    /// Over-admission or wrongful denial of targets judged against different limits (a
+    /// manifest's `[limit]` on one side, say): the figures answer different rules, so no
+    /// verdict, and on a judged row a failure, as a value not measured.
+    NotComparable,
 }
 
 /// One target × phase × metric.
@@ -310,7 +315,11 @@ pub struct Row {
 impl Row {
     /// A judged row that a side did not measure: a failed check.
     pub fn fails_unmeasured(&self) -> bool {
-        self.judged && self.certainty == Certainty::NotMeasured
+        self.judged
+            && matches!(
+                self.certainty,
+                Certainty::NotMeasured | Certainty::NotComparable
+            )
     }
 }
 
@@ -440,26 +449,50 @@ fn notes(baseline: &RunSet, candidate: &RunSet) -> Vec<String> {
     if differs(|r| r.limit) || differs(|r| r.window_s) {
         notes.push("the sides ran with different limits: rates compare different rules".into());
     }
-    // A target judged against its manifest's own limit on one side and another on the other.
+    notes
+}
+
+/// The limits two compared targets were judged against, when they differ.
+fn different_limits(
+    baseline: &RunSet,
+    b_target: &str,
+    candidate: &RunSet,
+    c_target: &str,
+) -> Option<(TargetLimit, TargetLimit)> {
     let limit_of = |set: &RunSet, target: &str| {
         set.repeats.first().and_then(|r| {
             let t = r.run.targets.iter().find(|t| t.name == target)?;
             Some(r.run.limit_of(t))
         })
     };
-    for target in ordered_union(baseline.targets()) {
-        if let (Some(b), Some(c)) = (limit_of(baseline, target), limit_of(candidate, target))
-            && (b.limit, b.window_s) != (c.limit, c.window_s)
-        {
-            notes.push(format!(
-                "{target} was judged against {} on the baseline side and {} on the \
-                 candidate's: its over-admission and wrongful denial compare different rules",
-                b.describe(),
-                c.describe()
-            ));
-        }
-    }
-    notes
+    let (b, c) = (
+        limit_of(baseline, b_target)?,
+        limit_of(candidate, c_target)?,
+    );
+    ((b.limit, b.window_s) != (c.limit, c.window_s)).then_some((b, c))
+}
+
+/// A note when the two compared targets were judged against different limits (their
+/// over-admission and wrongful denial rows then get no verdict and fail).
+pub(super) fn limit_note(
+    baseline: &RunSet,
+    b_target: &str,
+    candidate: &RunSet,
+    c_target: &str,
+) -> Option<String> {
+    let (b, c) = different_limits(baseline, b_target, candidate, c_target)?;
+    let names = if b_target == c_target {
+        b_target.to_owned()
+    } else {
+        format!("{b_target} → {c_target}")
+    };
+    Some(format!(
+        "{names} was judged against {} on the baseline side and {} on the candidate's: its \
+         over-admission and wrongful denial answer different rules, so those rows are not \
+         comparable and fail",
+        b.describe(),
+        c.describe()
+    ))
 }
 
 /// Why each run of either side cannot be trusted, naming the run.
@@ -520,9 +553,15 @@ fn target_rows(
             });
             continue;
         }
+        let limits_differ = different_limits(baseline, b_target, candidate, c_target).is_some();
         for mut row in rows::phase_rows(&base, &cand, opts) {
             row.target = label.to_owned();
             row.phase = phase.to_owned();
+            if limits_differ && matches!(row.metric, Metric::OverAdmission | Metric::WrongfulDenial)
+            {
+                row.verdict = Verdict::Same;
+                row.certainty = Certainty::NotComparable;
+            }
             rows.push(row);
         }
     }
@@ -573,7 +612,14 @@ pub fn compare(
         options: *opts,
         rows,
         one_sided,
-        notes: notes(baseline, candidate),
+        notes: notes(baseline, candidate)
+            .into_iter()
+            .chain(
+                ordered_union(baseline.targets())
+                    .into_iter()
+                    .filter_map(|t| limit_note(baseline, t, candidate, t)),
+            )
+            .collect(),
         untrusted: untrusted(baseline, candidate),
     })
 }

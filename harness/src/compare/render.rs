@@ -93,6 +93,9 @@ fn unmeasured_text(row: &Row) -> Option<String> {
         )),
         Certainty::NotMeasured => Some(format!("not measured in {side}")),
         Certainty::NeitherMeasured => Some("measured on neither side: nothing to compare".into()),
+        Certainty::NotComparable => {
+            Some("judged against different limits on the two sides: not comparable, fails".into())
+        }
         _ => None,
     }
 }
@@ -192,7 +195,9 @@ fn cells(c: &Comparison, markdown: bool) -> Vec<Cells> {
         .iter()
         .map(|r| {
             let verdict = match r.certainty {
-                Certainty::NotMeasured | Certainty::NeitherMeasured => "no verdict",
+                Certainty::NotMeasured | Certainty::NeitherMeasured | Certainty::NotComparable => {
+                    "no verdict"
+                }
                 _ => r.verdict.label(),
             };
             Cells {
@@ -220,7 +225,7 @@ fn summary(c: &Comparison) -> String {
     let measured = |r: &Row| {
         !matches!(
             r.certainty,
-            Certainty::NotMeasured | Certainty::NeitherMeasured
+            Certainty::NotMeasured | Certainty::NeitherMeasured | Certainty::NotComparable
         )
     };
     let head = if !c.untrusted.is_empty() {

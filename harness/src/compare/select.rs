@@ -20,8 +20,8 @@
 use serde::Serialize;
 
 use super::{
-    CompareError, CompareOptions, Comparison, RunSet, check_inputs, compare, notes, ordered_union,
-    target_rows, untrusted,
+    CompareError, CompareOptions, Comparison, RunSet, check_inputs, compare, limit_note, notes,
+    ordered_union, target_rows, untrusted,
 };
 
 /// The targets asked for by name; either alone names the same target on the other side.
@@ -106,13 +106,24 @@ fn known(set: &RunSet) -> String {
     ordered_union(set.targets()).join(", ")
 }
 
-/// Whether both sides hold the same runs: equal `run.json`s, in the same order.
+/// Whether both sides hold the same runs, in the same order: a run is known by its scenario,
+/// seed, start time, revision and targets, not by its figures, which a baseline file written
+/// from it and read back need not repeat to the last bit.
 pub(super) fn same_run(a: &RunSet, b: &RunSet) -> bool {
+    let identity = |r: &crate::results::RunResult| {
+        (
+            r.scenario.clone(),
+            r.seed,
+            r.started_at.clone(),
+            r.git_revision.clone(),
+            r.targets.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+        )
+    };
     a.repeats.len() == b.repeats.len()
         && a.repeats
             .iter()
             .zip(&b.repeats)
-            .all(|(x, y)| x.run == y.run)
+            .all(|(x, y)| identity(&x.run) == identity(&y.run))
 }
 
 /// Compares target `pick.baseline` of the baseline with target `pick.candidate` of the
@@ -137,7 +148,7 @@ pub fn compare_targets(
         opts,
         (&mut rows, &mut one_sided),
     );
-    let (notes, untrusted) = if pair.same_run {
+    let (mut notes, untrusted) = if pair.same_run {
         (
             same_run_notes(baseline, &pair),
             same_run_untrusted(baseline),
@@ -145,6 +156,12 @@ pub fn compare_targets(
     } else {
         (notes(baseline, candidate), untrusted(baseline, candidate))
     };
+    notes.extend(limit_note(
+        baseline,
+        &pair.baseline,
+        candidate,
+        &pair.candidate,
+    ));
     Ok(Comparison {
         scenario: baseline.scenario.clone(),
         baseline: baseline.info(),
@@ -349,6 +366,39 @@ mod tests {
         .unwrap();
         assert!(
             c.notes.iter().any(|n| n.contains("different batches")),
+            "{:?}",
+            c.notes
+        );
+    }
+
+    #[test]
+    fn targets_judged_against_different_limits_get_no_admission_verdict_and_fail() {
+        let mut runs = set(1);
+        let new = &mut runs.repeats[0].run.targets[1];
+        assert_eq!(new.name, "new");
+        new.limit = Some(crate::limits::TargetLimit {
+            limit: 7.0,
+            window_s: 2.0,
+            source: crate::limits::LimitSource::Manifest,
+        });
+        let opts = CompareOptions::default();
+        let c =
+            compare_targets(&runs, &runs.clone(), &pick(Some("old"), Some("new")), &opts).unwrap();
+        let admission: Vec<_> = c
+            .rows
+            .iter()
+            .filter(|r| matches!(r.metric, Metric::OverAdmission | Metric::WrongfulDenial))
+            .collect();
+        assert!(!admission.is_empty());
+        for row in admission {
+            assert_eq!(row.certainty, crate::compare::Certainty::NotComparable);
+            assert!(!row.judged || row.fails_unmeasured(), "{row:?}");
+        }
+        assert!(c.not_measured() > 0);
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n.starts_with("old → new was judged against")),
             "{:?}",
             c.notes
         );

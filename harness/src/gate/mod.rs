@@ -422,7 +422,9 @@ pub fn recovery_time(
         fault.end_s,
         next_fault,
         &band,
-        recovery::seconds_needed(run.window_s),
+        // "Back" is judged over the target's own windows: a target with a declared limit
+        // recovers over its windows, not the scenario's.
+        recovery::seconds_needed(run.limit_of(target).window_s),
     ))
 }
 

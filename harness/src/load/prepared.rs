@@ -81,7 +81,7 @@ impl Prepared {
                     })?)
                 }
                 CallerIdentity::XForwardedFor => {
-                    Naming::Address(HeaderName::from_static("x-forwarded-for"))
+                    Naming::Address(HeaderName::from_static(identity::FORWARDED_FOR))
                 }
                 CallerIdentity::SourceAddress => {
                     // Bound to 127.0.0.N, a socket can only reach a loopback IPv4 address.

@@ -192,19 +192,19 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
     let sticky = s.tenants.iter().any(|t| t.spread == Spread::Sticky);
     let limits = if crate::report::own_limits(run) {
         format!(
-            "Targets are judged against the limit each enforces: {}",
+            "Each target is judged against the limit it enforces ({}). Every target",
             crate::report::limits_line(run)
         )
     } else {
         format!(
-            "Every target is configured with the same limit, {} requests per {} per caller",
+            "Every target is configured with the same limit, {} requests per {} per caller, and",
             s.limit,
             humantime::format_duration(s.window)
         )
     };
     writeln!(
         out,
-        "{limits}, and runs {} instances behind an even balancer{}, each target with its own \
+        "{limits} runs {} instances behind an even balancer{}, each target with its own \
          Redis behind its own Toxiproxy proxy. {} Load is open-model (requests are sent on \
          schedule, whatever the answers): {}.\n",
         instances(run),
@@ -221,14 +221,14 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
          entitled, both for the worst tenant; over-admission and wrongful denial in the phase \
          after the fault show late effects (a client still reconnecting, which a fail-open \
          target spends admitting everything; counts applied late); recovery is the seconds \
-         from the fault's end to the first of {} seconds in a row with p99 and wrongful \
+         from the fault's end to the first {} in a row with p99 and wrongful \
          denial back in the steady phase's band (before the next fault), with later \
          excursions counted as relapses; \"never\" when the span ended out of band, \"≥ N s \
          (run ended)\" when it ended in band too soon to tell, n/m when too little of it \
          followed the fault: a target still admitting everything shows \
          in the over-admission after the fault, not in its recovery.",
         humantime::format_duration(s.request_timeout),
-        crate::gate::recovery::seconds_needed(run.window_s)
+        recovery_span(run)
     )?;
     if !run.notes.is_empty() {
         writeln!(out, "\n**Notes from the run:**\n")?;
@@ -318,5 +318,21 @@ fn instances(run: &crate::results::RunResult) -> String {
     match counts.as_slice() {
         [n] => n.to_string(),
         _ => "several".into(),
+    }
+}
+
+/// How long a target must stay back in band to have recovered, in words: one figure when every
+/// target's limit has the same window, else the rule.
+fn recovery_span(run: &crate::results::RunResult) -> String {
+    let mut spans: Vec<usize> = run
+        .targets
+        .iter()
+        .map(|t| crate::gate::recovery::seconds_needed(run.limit_of(t).window_s))
+        .collect();
+    spans.sort_unstable();
+    spans.dedup();
+    match spans.as_slice() {
+        [one] => format!("{one} seconds"),
+        _ => "max(3 s, two windows of the target's limit)".to_owned(),
     }
 }

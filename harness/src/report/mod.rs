@@ -98,10 +98,7 @@ pub fn limits_line(run: &RunResult) -> String {
     for t in &run.targets {
         let own = run.limit_of(t);
         if own != scenario {
-            line += &format!(
-                "; {}: {} per {} s (its manifest's)",
-                t.name, own.limit, own.window_s
-            );
+            line += &format!("; {}: {}", t.name, own.describe());
         }
     }
     line

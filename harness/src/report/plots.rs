@@ -385,6 +385,7 @@ pub(super) fn admitted(
         let whose = match judged.source {
             LimitSource::Scenario => "",
             LimitSource::Manifest => ", its manifest's",
+            LimitSource::Deployment => ", its deployment file's",
         };
         lines.push(Line {
             label: format!("limit {} req/s per tenant{whose}", tick_label(limit)),

@@ -225,8 +225,26 @@ fn check_same_run(parts: &[Part]) -> Result<(), MergeError> {
             .collect::<Vec<_>>()
             .join(",")
     };
+    // Each target's rule and caller identity: workers attached with different deployment
+    // files would sum counts judged by different rules.
+    let rules = |p: &Part| {
+        p.run
+            .targets
+            .iter()
+            .map(|t| {
+                let limit = p.run.limit_of(t);
+                let caller = t
+                    .caller
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                format!("{}: {} by {caller}", t.name, limit.describe())
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     for part in &parts[1..] {
-        let checks: [(&'static str, String, String); 5] = [
+        let checks: [(&'static str, String, String); 6] = [
             (
                 "scenario",
                 first.scenario.source.clone(),
@@ -243,6 +261,11 @@ fn check_same_run(parts: &[Part]) -> Result<(), MergeError> {
                 part.run.duration_scale.to_string(),
             ),
             ("targets", names(first), names(part)),
+            (
+                "targets' limits and caller identities",
+                rules(first),
+                rules(part),
+            ),
             (
                 "start time (ms since the epoch)",
                 first.worker.start_at_ms.to_string(),

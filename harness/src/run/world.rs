@@ -15,7 +15,7 @@ use futures_util::future::join_all;
 use crate::deployment::Deployment;
 use crate::faults::timeline::SharedRedis;
 use crate::faults::toxiproxy::{Toxiproxy, ToxiproxyError};
-use crate::identity::{self, CallerIdentity};
+use crate::identity;
 use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::load::Rotation;
 use crate::scenario::Scenario;
@@ -39,14 +39,12 @@ pub(crate) async fn warm_up(def: &TargetDef, fleet: &Fleet, http: &reqwest::Clie
             let request = http.get(&url);
             // Its connection comes from 127.0.0.1 (the client binds nothing), so a target that
             // tells callers by source address sees failmode's own address too.
-            let request = match &def.caller {
-                CallerIdentity::Header { header } => {
-                    request.header(header.as_str(), WARM_UP_CALLER)
-                }
-                CallerIdentity::XForwardedFor => {
-                    request.header("x-forwarded-for", identity::OWN_ADDRESS.to_string())
-                }
-                CallerIdentity::SourceAddress => request,
+            let request = match def
+                .caller
+                .naming_header(WARM_UP_CALLER, identity::OWN_ADDRESS)
+            {
+                Some((name, value)) => request.header(name, value),
+                None => request,
             };
             let _ = request.timeout(Duration::from_secs(2)).send().await;
         }

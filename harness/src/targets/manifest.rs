@@ -121,6 +121,8 @@ struct RawVariant {
 pub struct OwnLimit {
     pub requests: u64,
     pub window: Duration,
+    /// Which file declared it: the manifest, or a deployment file over it.
+    pub declared_in: LimitSource,
 }
 
 /// Above this a declared limit is a typo, not a rule any limiter enforces per caller.
@@ -134,13 +136,13 @@ impl OwnLimit {
         TargetLimit {
             limit: self.requests as f64,
             window_s: self.window.as_secs_f64(),
-            source: LimitSource::Manifest,
+            source: self.declared_in,
         }
     }
 }
 
 /// Checks a declared limit: errors name the key and say what is wanted.
-pub(crate) fn own_limit(raw: &RawLimit) -> Result<OwnLimit, String> {
+pub(crate) fn own_limit(raw: &RawLimit, declared_in: LimitSource) -> Result<OwnLimit, String> {
     if raw.requests == 0 || raw.requests > MAX_OWN_LIMIT {
         return Err(format!(
             "limit.requests = {}: between 1 and {MAX_OWN_LIMIT} requests per caller per window",
@@ -162,6 +164,7 @@ pub(crate) fn own_limit(raw: &RawLimit) -> Result<OwnLimit, String> {
     Ok(OwnLimit {
         requests: raw.requests,
         window,
+        declared_in,
     })
 }
 
@@ -298,7 +301,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
     let limit = raw
         .limit
         .as_ref()
-        .map(own_limit)
+        .map(|raw| own_limit(raw, LimitSource::Manifest))
         .transpose()
         .map_err(invalid)?;
     let mut defs = Vec::new();

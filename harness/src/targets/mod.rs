@@ -68,16 +68,25 @@ pub async fn build(defs: &[TargetDef], root: &Path) -> Result<(), TargetError> {
         done.push((command, dir));
         let text = command.join(" ");
         tracing::info!(target = %def.name, "building: {text}");
-        let output = tokio::process::Command::new(&command[0])
+        let failed = |e: std::io::Error| TargetError::Build {
+            target: def.name.clone(),
+            command: text.clone(),
+            detail: e.to_string(),
+        };
+        // In a process group of its own, stopped with everything it started (npm's node, a
+        // compiler) if the build is abandoned: Ctrl-C, or a check or run dropped mid-build.
+        let child = tokio::process::Command::new(&command[0])
             .args(&command[1..])
             .current_dir(dir)
-            .output()
-            .await
-            .map_err(|e| TargetError::Build {
-                target: def.name.clone(),
-                command: text.clone(),
-                detail: e.to_string(),
-            })?;
+            .process_group(0)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(failed)?;
+        let group = BuildGroup(child.id());
+        let output = child.wait_with_output().await.map_err(failed)?;
+        group.done();
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
             let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
@@ -93,6 +102,27 @@ pub async fn build(defs: &[TargetDef], root: &Path) -> Result<(), TargetError> {
         }
     }
     Ok(())
+}
+
+/// A build's process group, killed when dropped before the build ended.
+struct BuildGroup(Option<u32>);
+
+impl BuildGroup {
+    fn done(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for BuildGroup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            // The leader is not reaped yet (its future was dropped), so the group id is ours.
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
 }
 
 /// What the last readiness probe of an instance that never became ready saw.

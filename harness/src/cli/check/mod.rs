@@ -144,17 +144,27 @@ pub async fn check(project: &Project, args: &CheckArgs) -> Result<Verdict, Check
         return Ok(Verdict::Interrupted);
     };
     let failed = findings.iter().filter(|f| f.status == Status::Fail).count();
-    if failed == 0 {
+    let unchecked = findings
+        .iter()
+        .filter(|f| f.status == Status::Skipped)
+        .count();
+    if failed == 0 && unchecked == 0 {
         println!("all {} checks pass", findings.len());
-        Ok(Verdict::Healthy)
-    } else {
-        println!(
-            "{failed} of {} checks fail; logs in {}",
-            findings.len(),
-            log_dir.display()
-        );
-        Ok(Verdict::Misbehaves)
+        return Ok(Verdict::Healthy);
     }
+    // A check that could not be made proves nothing: the target is not given a clean bill.
+    let mut tally = Vec::new();
+    if failed > 0 {
+        tally.push(format!("{failed} of {} checks fail", findings.len()));
+    }
+    if unchecked > 0 {
+        tally.push(format!(
+            "{unchecked} of {} could not be checked",
+            findings.len()
+        ));
+    }
+    println!("{}; logs in {}", tally.join(", "), log_dir.display());
+    Ok(Verdict::Misbehaves)
 }
 
 /// The check's traffic for this target and these flags, refused when it would not be quick.
@@ -163,43 +173,50 @@ fn plan(def: &TargetDef, args: &CheckArgs) -> Result<Plan, CheckError> {
     if args.limit == 0 {
         return input("--limit must be at least 1".into());
     }
-    if args.window.is_zero() || args.window > LONGEST_WINDOW {
-        return input(format!(
-            "--window must be longer than zero and at most {} (a check lasts four windows)",
-            humantime::format_duration(LONGEST_WINDOW)
-        ));
-    }
     let instances = args.instances.unwrap_or(def.default_instances);
     if instances == 0 {
         return input("--instances must be at least 1".into());
     }
-    // A service that declares the limit it enforces is measured against that one.
-    let plan = match def.limit {
-        Some(own) => Plan {
-            limit: u32::try_from(own.requests).map_err(|_| {
-                CheckError::Input(format!(
-                    "[limit] requests = {} is more than a check can send",
-                    own.requests
-                ))
-            })?,
-            window: own.window,
-            instances,
-        },
-        None => Plan {
-            limit: args.limit,
-            window: args.window,
-            instances,
-        },
+    // A service that declares the limit it enforces is measured against that one; the flags
+    // then only fill the placeholders.
+    let (requests, window, whose) = match def.limit {
+        Some(own) => (
+            own.requests,
+            own.window,
+            format!("[limit] in {}", def.manifest.display()),
+        ),
+        None => (
+            u64::from(args.limit),
+            args.window,
+            "--limit/--window".to_owned(),
+        ),
     };
-    let rate = f64::from(plan.over_per_window()) / plan.window.as_secs_f64();
-    if rate > FASTEST_RATE {
+    if window.is_zero() || window > LONGEST_WINDOW {
         return input(format!(
-            "--limit {} per {} would have the check send {rate:.0} requests a second (at most \
-             {FASTEST_RATE:.0}): lower --limit or lengthen --window",
-            plan.limit,
-            humantime::format_duration(plan.window)
+            "the window of {whose} ({}) must be longer than zero and at most {}: a check lasts \
+             four windows",
+            humantime::format_duration(window),
+            humantime::format_duration(LONGEST_WINDOW)
         ));
     }
+    // Counted in f64: a declared limit may be far beyond what u32 arithmetic holds.
+    let per_window = requests as f64 * f64::from(instances.saturating_add(2).max(3));
+    let rate = per_window / window.as_secs_f64();
+    if rate > FASTEST_RATE {
+        return input(format!(
+            "{requests} per {} ({whose}) with {instances} instance(s) would have the check send \
+             {rate:.0} requests a second (at most {FASTEST_RATE:.0}): check with a smaller \
+             limit or a longer window",
+            humantime::format_duration(window),
+        ));
+    }
+    // Below FASTEST_RATE × LONGEST_WINDOW, so every count of the plan fits in u32.
+    let plan = Plan {
+        limit: u32::try_from(requests).unwrap_or(u32::MAX),
+        window,
+        instances,
+    };
+    debug_assert_eq!(f64::from(plan.over_per_window()), per_window);
     Ok(plan)
 }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::identity::{CallerIdentity, tenant_address};
+use crate::identity::{CallerIdentity, OWN_ADDRESS, tenant_address};
 use crate::targets::TargetDef;
 
 /// Windows over which caller A's admissions are counted: the first and last may be cut by
@@ -135,7 +135,8 @@ struct Caller {
 
 impl Caller {
     fn new(name: &'static str, index: usize, identity: &CallerIdentity) -> Self {
-        let address = tenant_address(index).unwrap_or(Ipv4Addr::LOCALHOST);
+        // Index 0 and 1 always have addresses; failmode's own is only a fallback in type.
+        let address = tenant_address(index).unwrap_or(OWN_ADDRESS);
         // Its own client, so that its connections are its own.
         let mut http = reqwest::Client::builder();
         if *identity == CallerIdentity::SourceAddress {
@@ -153,12 +154,9 @@ impl Caller {
             .http
             .get(format!("http://{addr}{}", def.request_path))
             .timeout(REQUEST_TIMEOUT);
-        match &def.caller {
-            CallerIdentity::Header { header } => request.header(header.as_str(), self.name),
-            CallerIdentity::XForwardedFor => {
-                request.header("x-forwarded-for", self.address.to_string())
-            }
-            CallerIdentity::SourceAddress => request,
+        match def.caller.naming_header(self.name, self.address) {
+            Some((name, value)) => request.header(name, value),
+            None => request,
         }
     }
 }

@@ -96,18 +96,16 @@ pub struct Band {
 }
 
 impl Band {
+    /// A limiter counting in a healthy Redis is exact, whatever the instances; what moves the
+    /// count is where its windows fall: over [`WINDOWS_MEASURED`] windows a fixed window may
+    /// admit one window's limit more (a token bucket its burst), and never less than the limit
+    /// per window. Below, a tenth of the limit for timing at the windows' edges.
     pub fn of(plan: &Plan) -> Self {
         let limit = f64::from(plan.limit);
         let k = f64::from(WINDOWS_MEASURED);
-        let rounding = if plan.instances > 1 {
-            f64::from(plan.instances)
-        } else {
-            0.0
-        };
-        let slack = limit / k + rounding + 1.0 / k;
         Self {
-            low: (limit - slack).max(0.0),
-            high: limit + slack,
+            low: (0.9 * limit - 1.0 / k).max(0.0),
+            high: limit + (limit + 1.0) / k,
         }
     }
 
@@ -270,7 +268,22 @@ pub fn limit(def: &TargetDef, plan: &Plan, over: &Tally) -> Finding {
         )
         .with_detail([counts]);
     }
-    if over.refusals() == 0 && over.transport == 0 {
+    if over.refusals() == 0 && over.transport > 0 {
+        return Finding::fail(
+            format!(
+                "never refused: caller A sent {offered} requests per {window} window and none \
+                 was answered 429 or 503; {} got no answer (timed out, refused or reset)",
+                over.transport
+            ),
+            format!(
+                "answer requests over the limit at once with {} (a limiter that holds or drops \
+                 them is not limiting, and its callers time out)",
+                def.refuses_with
+            ),
+        )
+        .with_detail([counts]);
+    }
+    if over.refusals() == 0 {
         return Finding::fail(
             format!(
                 "not limiting: caller A sent {offered} requests per {window} window \
@@ -323,7 +336,21 @@ pub fn per_caller(def: &TargetDef, m: &Measured) -> Finding {
                 .to_owned(),
         );
     }
-    let refused = b.refusals() + b.transport;
+    let refused = b.refusals();
+    if refused == 0 && b.transport > 0 {
+        return Finding::fail(
+            format!(
+                "caller B, under its limit, got no answer to {} of {} requests while caller A \
+                 was over the limit (timed out, refused or reset): not a refusal, but the \
+                 service did not serve it",
+                b.transport, b.sent
+            ),
+            "read the instances' logs: a service that stops answering one caller while \
+             another is limited is overloaded or blocked, not limiting per caller"
+                .to_owned(),
+        )
+        .with_detail([counts(b)]);
+    }
     if refused == 0 {
         return Finding::pass(format!(
             "limits per caller: caller B was admitted {} of {} while caller A was over the limit",

@@ -41,28 +41,25 @@ fn over(plan: &Plan, per_window: u32, status: u16) -> Tally {
 }
 
 #[test]
-fn the_band_holds_the_limit_and_a_window_either_side_over_the_measured_windows() {
-    let one = Band::of(&plan(30, 1));
+fn the_band_holds_the_limit_and_one_windows_limit_more_over_the_measured_windows() {
     let k = f64::from(WINDOWS_MEASURED);
-    assert!(
-        (one.low - (30.0 - 30.0 / k - 1.0 / k)).abs() < 1e-9,
-        "{one:?}"
-    );
-    assert!(
-        (one.high - (30.0 + 30.0 / k + 1.0 / k)).abs() < 1e-9,
-        "{one:?}"
-    );
-    // Several instances may each round their share: one request each per window more.
-    let four = Band::of(&plan(30, 4));
-    assert!((four.high - one.high - 4.0).abs() < 1e-9, "{four:?}");
-    // Twice the limit is never accepted, whatever the limit.
+    let one = Band::of(&plan(30, 1));
+    assert!((one.low - (27.0 - 1.0 / k)).abs() < 1e-9, "{one:?}");
+    assert!((one.high - (30.0 + 31.0 / k)).abs() < 1e-9, "{one:?}");
     for limit in [1, 2, 7, 10, 33, 100] {
-        let band = Band::of(&plan(limit, 1));
-        assert!(band.high < 2.0 * f64::from(limit), "{limit}: {band:?}");
-        assert!(
-            band.low > 0.0 && band.low < f64::from(limit),
-            "{limit}: {band:?}"
-        );
+        for instances in [1, 2, 4, 9] {
+            let band = Band::of(&plan(limit, instances));
+            let limit = f64::from(limit);
+            // Redis counts for every instance: the band does not widen with them.
+            assert_eq!(band, Band::of(&plan(limit as u32, 1)));
+            // Twice the limit, or a limit a fifth lower, is never accepted.
+            assert!(band.high < 2.0 * limit, "{limit}: {band:?}");
+            assert!(
+                band.low > 0.8 * limit - 1e-9 || limit < 5.0,
+                "{limit}: {band:?}"
+            );
+            assert!(band.low > 0.0 && band.low < limit, "{limit}: {band:?}");
+        }
     }
 }
 
@@ -194,4 +191,38 @@ fn a_port_nobody_listens_on_names_where_the_process_listens() {
         "{}",
         f.render()
     );
+}
+
+#[test]
+fn requests_over_the_limit_left_unanswered_are_never_refused_not_a_limit() {
+    let p = plan(10, 1);
+    let sent = p.over_per_window() * WINDOWS_MEASURED;
+    let hangs = Tally {
+        sent,
+        admitted: 10 * WINDOWS_MEASURED,
+        transport: sent - 10 * WINDOWS_MEASURED,
+        ..Tally::default()
+    };
+    let f = limit(&def(), &p, &hangs);
+    assert_eq!(f.status, Status::Fail);
+    assert!(f.line.starts_with("never refused"), "{}", f.line);
+}
+
+#[test]
+fn caller_b_left_unanswered_is_a_failure_but_not_tenants_limited_together() {
+    let p = plan(10, 1);
+    let m = Measured {
+        over: over(&p, 10, 429),
+        beside: Tally {
+            sent: 5,
+            admitted: 2,
+            transport: 3,
+            ..Tally::default()
+        },
+        over_beside: 0,
+    };
+    let f = per_caller(&def(), &m);
+    assert_eq!(f.status, Status::Fail);
+    assert!(f.line.contains("got no answer to 3 of 5"), "{}", f.line);
+    assert!(!f.line.contains("limited together"), "{}", f.line);
 }

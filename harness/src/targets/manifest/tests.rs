@@ -225,7 +225,8 @@ fn a_declared_limit_is_the_one_judged_and_the_scenarios_otherwise() {
         own.limit,
         Some(OwnLimit {
             requests: 40,
-            window: Duration::from_secs(2)
+            window: Duration::from_secs(2),
+            declared_in: LimitSource::Manifest,
         })
     );
     let judged = own.judged_limit(50.0, Duration::from_secs(1));
