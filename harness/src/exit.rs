@@ -1,5 +1,6 @@
 //! The exit codes of every command, written once: `failmode --help` prints this table, and
-//! docs/verdicts.md repeats it (the README sums it up in a line). Later features add their codes here.
+//! docs/verdicts.md repeats it (the README sums it up in a line). Later features add their
+//! codes here.
 
 pub const CODES: &str = "\
 Exit status (every command):
