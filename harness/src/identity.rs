@@ -101,18 +101,17 @@ pub struct TenantIdentity {
 }
 
 impl TenantIdentity {
-    /// Every tenant of `scenario`, in order; a tenant past [`MAX_TENANTS`]
-    /// has no address of its own and is left out (the load engine refuses such a run when a
-    /// target tells callers by address).
-    pub fn of(scenario: &crate::scenario::Scenario) -> Vec<Self> {
-        scenario
-            .tenants
-            .iter()
+    /// Every tenant, as (name, caller key) in the scenario's order; a tenant past
+    /// [`MAX_TENANTS`] has no address of its own and is left out (the load engine refuses such
+    /// a run when a target tells callers by address).
+    pub fn of<'a>(tenants: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Self> {
+        tenants
+            .into_iter()
             .enumerate()
-            .filter_map(|(i, t)| {
+            .filter_map(|(i, (name, caller))| {
                 Some(Self {
-                    name: t.name.clone(),
-                    caller: t.caller.clone(),
+                    name: name.to_owned(),
+                    caller: caller.to_owned(),
                     address: tenant_address(i)?,
                 })
             })

@@ -26,6 +26,15 @@ const KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Between two readiness probes.
 const PROBE_INTERVAL: Duration = Duration::from_millis(20);
 
+impl From<super::programs::Missing> for InfraError {
+    fn from(m: super::programs::Missing) -> Self {
+        Self::MissingBinary {
+            program: m.program,
+            hint: m.hint,
+        }
+    }
+}
+
 /// Everything that can go wrong starting, probing or stopping infrastructure processes.
 #[derive(Debug, thiserror::Error)]
 pub enum InfraError {
@@ -225,7 +234,7 @@ impl ChildProcess {
             .process_group(0)
             .spawn()
             .map_err(|source| match source.kind() {
-                std::io::ErrorKind::NotFound => missing_binary(&program.to_string_lossy()),
+                std::io::ErrorKind::NotFound => missing_binary(&program.to_string_lossy()).into(),
                 _ => InfraError::Spawn {
                     name: name.to_owned(),
                     program: program.clone(),

@@ -5,8 +5,6 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::process::InfraError;
-
 /// Finds an executable: in [`tool_dirs`], then on `PATH`.
 pub fn locate(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH");
@@ -80,7 +78,7 @@ pub fn is_executable(path: &Path) -> bool {
 }
 
 /// A bare name is looked up with [`locate`]; anything with a `/` is taken as a path.
-pub(crate) fn resolve(program: &Path) -> Result<PathBuf, InfraError> {
+pub(crate) fn resolve(program: &Path) -> Result<PathBuf, Missing> {
     let as_text = program.to_string_lossy();
     if program.components().count() > 1 {
         return if is_executable(program) {
@@ -92,9 +90,17 @@ pub(crate) fn resolve(program: &Path) -> Result<PathBuf, InfraError> {
     locate(&as_text).ok_or_else(|| missing_binary(&as_text))
 }
 
-/// `MissingBinary`, with a hint saying how to install the tools failmode knows.
-pub(crate) fn missing_binary(program: &str) -> InfraError {
-    InfraError::MissingBinary {
+/// A program failmode needs and did not find (an `InfraError::MissingBinary` to its callers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    pub program: String,
+    /// How to install it, for the tools failmode knows.
+    pub hint: String,
+}
+
+/// [`Missing`], with a hint saying how to install the tools failmode knows.
+pub(crate) fn missing_binary(program: &str) -> Missing {
+    Missing {
         program: program.to_owned(),
         hint: install_hint(program),
     }
@@ -146,9 +152,7 @@ mod tests {
 
     #[test]
     fn missing_binary_hints_say_how_to_install_known_tools() {
-        let InfraError::MissingBinary { hint, .. } = missing_binary("toxiproxy-server") else {
-            panic!("not MissingBinary");
-        };
+        let Missing { hint, .. } = missing_binary("toxiproxy-server");
         assert!(hint.contains("failmode setup"), "{hint}");
         assert!(hint.contains("just setup"), "{hint}");
         assert!(hint.contains("toxiproxy/v2/cmd/server@v2.12.0"), "{hint}");

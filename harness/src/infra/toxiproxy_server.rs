@@ -38,7 +38,7 @@ impl ToxiproxyServer {
 
     async fn start_with(log_dir: &Path, seed: Option<i64>) -> Result<Self, InfraError> {
         let Some(program) = locate(PROGRAM) else {
-            return Err(missing_binary(PROGRAM));
+            return Err(missing_binary(PROGRAM).into());
         };
         let log = log_dir.join(format!("{NAME}.log"));
         let client = probe_client()?;

@@ -41,8 +41,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -55,13 +54,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::client::{Client, Throttle};
+use super::error::LoadError;
 use super::exchange::{self, Pool};
 use super::in_flight::{InFlight, Settled};
 use super::pacer::Pacer;
 use super::prepared::Prepared;
 use super::schedule::Schedule;
 use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread};
-use crate::identity;
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
 /// they never share a stream with the arrival schedules.
@@ -92,38 +91,6 @@ const CANCEL_GRACE: Duration = Duration::from_millis(250);
 /// Past the request timeout, how long the end of a run waits for the last requests: their
 /// own timeouts fire on tokio's millisecond timer, so a little late.
 const END_MARGIN: Duration = Duration::from_millis(100);
-
-/// Why a run could not be started or carried out. Failed requests are not errors: they are
-/// [`Outcome`]s.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("target {target:?} has no instances")]
-    NoInstances { target: String },
-    #[error("target {target:?}: caller header {header:?} is not a valid HTTP header name")]
-    CallerHeader { target: String, header: String },
-    #[error("tenant {tenant:?}: caller {caller:?} cannot be sent as an HTTP header value")]
-    Caller { tenant: String, caller: String },
-    #[error(
-        "target {target:?} tells callers by source address, so its instances must listen on an \
-         IPv4 loopback address (the tenants connect from 127.0.0.N), but {addr} is not one"
-    )]
-    SourceAddress { target: String, addr: SocketAddr },
-    #[error(
-        "{tenants} tenants: at most {} can each have a loopback address of their own",
-        identity::MAX_TENANTS
-    )]
-    TooManyTenants { tenants: usize },
-    #[error("target {target:?}: path {path:?} does not make a request URI (it must start with /)")]
-    Path { target: String, path: String },
-    #[error("tenant {tenant:?}: rate {rate_per_s} is not a finite number of requests/s ≥ 0")]
-    Rate { tenant: String, rate_per_s: f64 },
-    #[error("the load generator could not start")]
-    Start(#[source] io::Error),
-    #[error("the load generator's timer failed")]
-    Timer(#[source] io::Error),
-    #[error("the load generator's thread panicked")]
-    Panicked,
-}
 
 /// Runs `plan` from `start` (offset zero of every schedule; pass an instant slightly ahead
 /// of now so the first requests are not late) until its duration is over or `cancel` fires.

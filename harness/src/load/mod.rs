@@ -21,6 +21,7 @@
 
 pub mod client;
 mod engine;
+mod error;
 mod exchange;
 mod in_flight;
 mod pacer;
@@ -29,7 +30,8 @@ pub mod rotation;
 pub mod schedule;
 
 pub use client::Client;
-pub use engine::{LoadError, try_run};
+pub use engine::try_run;
+pub use error::LoadError;
 pub use rotation::Rotation;
 
 use std::time::Duration;

@@ -13,7 +13,7 @@ use hyper::header::{HOST, HeaderName, HeaderValue};
 use hyper::{Request, Uri};
 
 use super::LoadPlan;
-use super::engine::LoadError;
+use super::error::LoadError;
 use crate::identity::{self, CallerIdentity};
 
 impl LoadPlan {

@@ -597,7 +597,12 @@ pub async fn run(
         partial,
         limit: scenario.limit,
         window_s: scenario.window.as_secs_f64(),
-        tenants: results::TenantIdentity::of(&scenario),
+        tenants: results::TenantIdentity::of(
+            scenario
+                .tenants
+                .iter()
+                .map(|t| (t.name.as_str(), t.caller.as_str())),
+        ),
         load: LoadTotals {
             scheduled: summary.scheduled,
             sent: summary.sent,
