@@ -14,33 +14,7 @@ use support::deployed::{ByHand, by_hand};
 use support::workspace;
 use tokio_util::sync::CancellationToken;
 
-const SCENARIO: &str = r#"
-name = "attached-cut"
-[policy]
-limit = 50
-window = "1s"
-[[tenants]]
-name = "acme"
-rate = 120
-[[tenants]]
-name = "globex"
-rate = 20
-[[targets]]
-name = "fail-open"
-[[phases]]
-name = "steady"
-start = "0s"
-end = "2s"
-[[phases]]
-name = "fault"
-start = "2s"
-end = "5s"
-faults = [{ type = "down" }, { type = "latency", latency_ms = 5 }]
-[[phases]]
-name = "recovery"
-start = "5s"
-end = "7s"
-"#;
+const SCENARIO: &str = include_str!("fixtures/attach.toml");
 
 fn options(scenario: &str, d: &ByHand, out: &std::path::Path) -> RunOptions {
     RunOptions {

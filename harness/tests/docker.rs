@@ -25,44 +25,7 @@ use tokio_util::sync::CancellationToken;
 /// back: the slow phase's median latency must include it.
 const LATENCY_MS: u64 = 8;
 
-const SCENARIO: &str = r#"
-name = "docker-world"
-description = "the container world, scaled down: Redis cut for 3 s, then slowed for 3 s"
-seed = 7
-[policy]
-limit = 50
-window = "1s"
-[[tenants]]
-name = "acme"
-rate = 120
-[[tenants]]
-name = "globex"
-rate = 20
-[[targets]]
-name = "fail-closed"
-instances = 2
-[[targets]]
-name = "reference"
-instances = 2
-[[phases]]
-name = "steady"
-start = "0s"
-end = "3s"
-[[phases]]
-name = "cut"
-start = "3s"
-end = "6s"
-faults = [{ type = "down" }]
-[[phases]]
-name = "slow"
-start = "6s"
-end = "9s"
-faults = [{ type = "latency", latency_ms = LATENCY_MS }]
-[[phases]]
-name = "recovery"
-start = "9s"
-end = "11s"
-"#;
+const SCENARIO: &str = include_str!("fixtures/docker.toml");
 
 fn docker(args: &[&str]) -> String {
     let out = Command::new("docker")

@@ -10,35 +10,7 @@ use failmode::outcomes::{self, OutcomesError, Verdict};
 use failmode::results::RunResult;
 use support::{folder_with, run};
 
-const SCENARIO: &str = r#"
-name = "synthetic-outage"
-[policy]
-limit = 50
-window = "1s"
-[[tenants]]
-name = "acme"
-rate = 120
-[[tenants]]
-name = "globex"
-rate = 20
-[[targets]]
-name = "alpha-open"
-[[targets]]
-name = "beta-closed"
-[[phases]]
-name = "steady"
-start = "0s"
-end = "10s"
-[[phases]]
-name = "outage"
-start = "10s"
-end = "20s"
-faults = [{ type = "down" }]
-[[phases]]
-name = "recovery"
-start = "20s"
-end = "30s"
-"#;
+const SCENARIO: &str = include_str!("fixtures/outcomes.toml");
 
 /// The synthetic run, with beta-closed refusing everything with 500 during the outage.
 fn closed_run() -> RunResult {

@@ -9,23 +9,13 @@
 
 mod support;
 
-use std::process::Command;
-
 use failmode::outcomes::{self, Verdict};
 use failmode::scenario::Scenario;
-use support::workspace;
+use support::{failmode, workspace};
 
 /// A fifth of the timeline: 6 s per fault, 3 s after each. Shorter faults leave the claims'
 /// 1 % bars to the few requests that race the fault being applied.
 const SCALE: &str = "0.2";
-
-fn failmode(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_failmode"))
-        .args(args)
-        .current_dir(workspace())
-        .output()
-        .unwrap()
-}
 
 #[test]
 fn the_peers_scenario_runs_every_target_through_every_fault_and_confirms_the_seeds_outage_claims() {

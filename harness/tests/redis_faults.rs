@@ -4,13 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use failmode::faults::timeline::{Player, SharedRedis};
 use failmode::faults::{Fault, PauseMode};
-use failmode::infra::{RedisServer, ToxiproxyServer};
+use failmode::infra::ToxiproxyServer;
 use redis::aio::MultiplexedConnection;
 use std::sync::Arc;
+use support::proxied::ProxiedRedis;
 use tokio_util::sync::CancellationToken;
 
 struct World {
@@ -22,23 +25,15 @@ struct World {
 }
 
 async fn world() -> World {
-    let dir = tempfile::tempdir().unwrap();
-    let redis = RedisServer::start("redis-faults", dir.path())
-        .await
-        .unwrap();
-    let addr = redis.addr();
-    let toxiproxy = ToxiproxyServer::start(dir.path()).await.unwrap();
-    let api = failmode::faults::toxiproxy::Toxiproxy::new(toxiproxy.api_addr());
-    api.create_proxy("t", "127.0.0.1:0".parse().unwrap(), addr)
-        .await
-        .unwrap();
-    let redis: SharedRedis = Arc::new(tokio::sync::Mutex::new(redis));
-    let player = Player::new(api, vec!["t".into()])
+    let w = ProxiedRedis::start("faults", "t").await;
+    let addr = w.redis.addr();
+    let redis: SharedRedis = Arc::new(tokio::sync::Mutex::new(w.redis));
+    let player = Player::new(w.api, vec![w.proxy])
         .with_redis(vec![Some(redis.clone())])
         .await;
     World {
-        _dir: dir,
-        _toxiproxy: toxiproxy,
+        _dir: w.dir,
+        _toxiproxy: w.toxiproxy,
         redis,
         player,
         addr,

@@ -14,69 +14,33 @@ use failmode::results::RunResult;
 use failmode::run::progress::Say;
 use failmode::run::{RunError, RunOptions, run};
 use failmode::scenario::Scenario;
-use support::{schema_errors, tenant_in, workspace};
+use support::{failmode, schema_errors, tenant_in, workspace};
 use tokio_util::sync::CancellationToken;
 
-const OUTAGE: &str = r#"
-name = "test-outage"
-description = "seed 000's running example, scaled down: Redis cut for 6 s"
-seed = 7
-[policy]
-limit = 50
-window = "1s"
-[[tenants]]
-name = "acme"
-rate = 120
-[[tenants]]
-name = "globex"
-rate = 20
-[[tenants]]
-name = "initech"
-rate = 5
-[[targets]]
-name = "fail-open"
-instances = 4
-[[targets]]
-name = "fail-closed"
-instances = 4
-[[targets]]
-name = "reference"
-instances = 4
-[[phases]]
-name = "steady"
-start = "0s"
-end = "4s"
-[[phases]]
-name = "fault"
-start = "4s"
-end = "10s"
-faults = [{ type = "down" }]
-[[phases]]
-name = "recovery"
-start = "10s"
-end = "12s"
-[[gates]]
-phase = "fault"
-metric = "rate_5xx"
-max = 0.0
-[[gates]]
-phase = "fault"
-metric = "wrongful_denial"
-tenant = "globex"
-max = 0.01
-[[gates]]
-phase = "fault"
-metric = "over_admission"
-tenant = "acme"
-max = 0.10
-[[gates]]
-phase = "fault"
-metric = "p99_ms"
-max = 30
-"#;
+const OUTAGE: &str = include_str!("fixtures/outage.toml");
 
 /// Processes started for a test folder: every child the harness starts writes its stdout to
 /// a log inside the folder (redis-server rewrites its command line, so that cannot be used).
+/// Whether any instance log under `results` (`<scenario>/<run>/logs/*.log`) contains `text`.
+fn instance_logs_contain(results: &Path, text: &str) -> bool {
+    let Ok(scenarios) = std::fs::read_dir(results) else {
+        return false;
+    };
+    scenarios
+        .flatten()
+        .filter_map(|s| std::fs::read_dir(s.path()).ok())
+        .flatten()
+        .flatten()
+        .filter_map(|run| std::fs::read_dir(run.path().join("logs")).ok())
+        .flatten()
+        .flatten()
+        .any(|log| {
+            std::fs::read_to_string(log.path())
+                .map(|t| t.contains(text))
+                .unwrap_or(false)
+        })
+}
+
 fn children_logging_under(needle: &str) -> Vec<String> {
     std::fs::read_dir("/proc")
         .unwrap()
@@ -275,14 +239,6 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
     );
 }
 
-fn failmode(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_failmode"))
-        .args(args)
-        .current_dir(workspace())
-        .output()
-        .unwrap()
-}
-
 fn write_scenario(dir: &Path, text: &str) -> String {
     let path = dir.join("s.toml");
     std::fs::write(&path, text).unwrap();
@@ -366,8 +322,13 @@ mode = os.environ["MODE"]
 if mode == "crash":
     print("stub: cannot start, on purpose", flush=True)
     raise SystemExit(3)
+served = False
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        global served
+        if not served and self.headers.get("x-caller") not in (None, "failmode-warm-up"):
+            served = True
+            print("stub: served a tenant", flush=True)
         self.send_response(200)
         self.send_header("content-length", "2")
         self.end_headers()
@@ -446,8 +407,13 @@ async fn a_target_that_fails_readiness_is_named_with_its_log_and_nothing_is_left
         text.contains("cannot start, on purpose"),
         "the log's tail is quoted: {text}"
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(children_logging_under(&ws.path().to_string_lossy()).is_empty());
+    // The instances are stopped before the error returns; their exits may take a moment to
+    // show in /proc.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !children_logging_under(&ws.path().to_string_lossy()).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "children left running");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -513,7 +479,14 @@ fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_secs(2));
+    // Then until a tenant's request was answered: the run has counts to keep.
+    while !instance_logs_contain(&ws.path().join("results"), "stub: served a tenant") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no tenant was served"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGINT,
@@ -538,38 +511,7 @@ fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn targets_run_in_batches_join_into_one_results_folder_that_reads_as_one_run() {
     let out = tempfile::tempdir().unwrap();
-    let text = r#"
-name = "test-batches"
-seed = 3
-[policy]
-limit = 50
-window = "1s"
-[[tenants]]
-name = "acme"
-rate = 120
-[[targets]]
-name = "fail-open"
-instances = 2
-[[targets]]
-name = "fail-closed"
-instances = 2
-[[targets]]
-name = "reference"
-instances = 2
-[[phases]]
-name = "steady"
-start = "0s"
-end = "2s"
-[[phases]]
-name = "fault"
-start = "2s"
-end = "5s"
-faults = [{ type = "down" }]
-[[phases]]
-name = "recovery"
-start = "5s"
-end = "6s"
-"#;
+    let text = include_str!("fixtures/batches.toml");
     let folder = out.path().join("joined");
     let outcome = failmode::run::run_in_batches(
         RunOptions {

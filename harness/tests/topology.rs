@@ -14,6 +14,7 @@ use failmode::faults::Fault;
 use failmode::faults::timeline::Player;
 use failmode::infra::{RedisServer, ToxiproxyServer};
 use failmode::targets::{self, Fleet, FleetLaunch, TargetDef};
+use support::proxied::ProxiedRedis;
 use support::workspace;
 
 struct World {
@@ -35,16 +36,14 @@ async fn reference() -> TargetDef {
 /// A reference fleet of `count` on a real Redis through a Toxiproxy proxy, `down` if asked.
 async fn world(count: u32, down: bool) -> World {
     let def = reference().await;
-    let dir = tempfile::tempdir().unwrap();
-    let redis = RedisServer::start("redis-topology", dir.path())
-        .await
-        .unwrap();
-    let toxiproxy = ToxiproxyServer::start(dir.path()).await.unwrap();
-    let api = failmode::faults::toxiproxy::Toxiproxy::new(toxiproxy.api_addr());
-    let proxy = api
-        .create_proxy("reference", "127.0.0.1:0".parse().unwrap(), redis.addr())
-        .await
-        .unwrap();
+    let ProxiedRedis {
+        dir,
+        redis,
+        toxiproxy,
+        api,
+        listen,
+        ..
+    } = ProxiedRedis::start("topology", "reference").await;
     if down {
         api.set_enabled("reference", false).await.unwrap();
     }
@@ -52,7 +51,7 @@ async fn world(count: u32, down: bool) -> World {
     let launch = FleetLaunch {
         root: workspace(),
         log_dir: dir.path().to_owned(),
-        redis_url: format!("redis://{}", proxy.listen_addr().unwrap()),
+        redis_url: format!("redis://{listen}"),
         limit: 50.0,
         window: Duration::from_secs(1),
     };

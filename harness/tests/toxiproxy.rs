@@ -4,14 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use failmode::faults::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
-use failmode::infra::{
-    ChildProcess, InfraError, RedisServer, ToxiproxyServer, free_port, wait_for_tcp,
-};
+use failmode::infra::{ChildProcess, InfraError, RedisServer, free_port, wait_for_tcp};
+use support::proxied::ProxiedRedis;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -19,37 +20,8 @@ use tokio::net::TcpStream;
 const BOUND: Duration = Duration::from_secs(5);
 
 /// A redis-server, a toxiproxy-server and one proxy in front of the Redis.
-struct World {
-    _dir: tempfile::TempDir,
-    redis: RedisServer,
-    _server: ToxiproxyServer,
-    api: Toxiproxy,
-    proxy: String,
-    listen: SocketAddr,
-}
-
-async fn world() -> World {
-    let dir = tempfile::tempdir().unwrap();
-    let redis = RedisServer::start("redis-test", dir.path()).await.unwrap();
-    let server = ToxiproxyServer::start(dir.path()).await.unwrap();
-    let api = Toxiproxy::new(server.api_addr());
-    let proxy = "redis".to_owned();
-    let created = api
-        .create_proxy(&proxy, "127.0.0.1:0".parse().unwrap(), redis.addr())
-        .await
-        .unwrap();
-    assert!(created.enabled);
-    assert_eq!(created.upstream, redis.addr().to_string());
-    let listen = created.listen_addr().expect("the bound listen address");
-    assert_ne!(listen.port(), 0, "Toxiproxy reports the port it bound");
-    World {
-        _dir: dir,
-        redis,
-        _server: server,
-        api,
-        proxy,
-        listen,
-    }
+async fn world() -> ProxiedRedis {
+    ProxiedRedis::start("test", "redis").await
 }
 
 async fn connect(addr: SocketAddr) -> TcpStream {

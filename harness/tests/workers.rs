@@ -15,56 +15,16 @@ use std::time::{Duration, SystemTime};
 use failmode::results::RunResult;
 use failmode::results::hlog;
 use support::deployed::by_hand;
-use support::{schema_errors, tenant_in, workspace};
+use support::{failmode, schema_errors, tenant_in, workspace};
 
 /// Poisson arrivals (the split must keep drawing the arrivals it skips), one tenant above
 /// the limit and two below, a slower Redis in the middle (5 ms: under the reference's 20 ms
 /// store timeout, so every decision is Redis's and the admitted counts do not depend on
 /// which instance a request reached).
-const SCENARIO: &str = r#"
-name = "workers"
-seed = 11
-[policy]
-limit = 50
-window = "1s"
-[load]
-arrival = "poisson"
-[[tenants]]
-name = "acme"
-rate = 120
-[[tenants]]
-name = "globex"
-rate = 20
-[[tenants]]
-name = "initech"
-rate = 35
-[[targets]]
-name = "reference"
-[[phases]]
-name = "steady"
-start = "0s"
-end = "3s"
-[[phases]]
-name = "slow"
-start = "3s"
-end = "6s"
-faults = [{ type = "latency", latency_ms = 5 }]
-[[phases]]
-name = "after"
-start = "6s"
-end = "8s"
-"#;
+const SCENARIO: &str = include_str!("fixtures/workers.toml");
 
 const PHASES: [&str; 3] = ["steady", "slow", "after"];
 const TENANTS: [&str; 3] = ["acme", "globex", "initech"];
-
-fn failmode(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_failmode"))
-        .args(args)
-        .current_dir(workspace())
-        .output()
-        .unwrap()
-}
 
 fn spawn(args: &[String]) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_failmode"))

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod deployed;
+pub(crate) mod proxied;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,11 @@ pub(crate) fn fixture_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
+}
+
+/// Runs the `failmode` binary built for the tests from the workspace, to its end.
+pub(crate) fn failmode(args: &[&str]) -> std::process::Output {
+    failmode_in(&workspace(), args)
 }
 
 /// Runs the `failmode` binary built for the tests in `dir`, to its end.
