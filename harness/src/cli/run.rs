@@ -123,9 +123,6 @@ pub(super) async fn run(args: RunArgs, project: &Project) -> anyhow::Result<u8> 
     }
     // Before anything else is read: a binary that cannot start the asked backend.
     args.infra.check_built()?;
-    if args.attach.is_some() && args.infra != Infra::Local {
-        anyhow::bail!(RunError::InfraWithAttach);
-    }
     let attach = attach_of(&args)?;
     let worker = worker_of(&args)?;
     if args.batch.is_some() && args.repeat > 1 {
