@@ -4,6 +4,7 @@
 
 mod accounting;
 pub mod progress;
+pub mod repeat;
 mod snapshot;
 pub mod world;
 
