@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::FaultError;
 use super::fault::PauseMode;
+use crate::wait::sleep_until;
 
 /// Filler keys live in their own database, so the limiter's keys in database 0 are untouched
 /// by their creation and removal; Redis is single-threaded, so a scan there still blocks all.
@@ -144,7 +145,7 @@ pub async fn neighbour(
         let sent = Instant::now();
         run::<Vec<String>>(&mut conn, addr, &cmd, "KEYS (the neighbour's scan)").await?;
         took.push(sent.elapsed());
-        if !pause.is_zero() && super::timeline::sleep_until(Instant::now() + pause, cancel).await {
+        if !pause.is_zero() && sleep_until(Instant::now() + pause, cancel).await {
             break;
         }
     }
@@ -269,7 +270,7 @@ pub async fn fill_memory(
             .map_err(|e| FaultError::redis("SET (the eviction filler)", addr, e))?;
         written += 1;
         next += every;
-        if super::timeline::sleep_until(next, cancel).await {
+        if sleep_until(next, cancel).await {
             break;
         }
     }

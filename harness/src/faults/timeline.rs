@@ -18,6 +18,7 @@ use super::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy};
 use super::{Fault, FaultError};
 use crate::infra::RedisServer;
 use crate::targets::{Fleet, FleetError};
+use crate::wait::sleep_until;
 
 /// A target's redis-server, shared with the world that owns it: `redis-restart` replaces
 /// its process.
@@ -489,13 +490,5 @@ impl Player {
             });
         }
         while tasks.join_next().await.is_some() {}
-    }
-}
-
-/// Sleeps until `at`; true if cancelled first.
-pub async fn sleep_until(at: Instant, cancel: &CancellationToken) -> bool {
-    tokio::select! {
-        _ = cancel.cancelled() => true,
-        _ = tokio::time::sleep_until(at.into()) => false,
     }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 use crate::faults::Fault;
-use crate::faults::timeline::{Outcome, Player, sleep_until};
+use crate::faults::timeline::{Outcome, Player};
 use crate::faults::toxiproxy::ToxiproxyError;
 use crate::infra::process::{Exit, describe_status, exit_of, last_lines};
 use crate::infra::{Infra, InfraError, install_hint, locate};
@@ -26,6 +26,7 @@ use crate::results::{
 };
 use crate::scenario::{Scenario, ScenarioError};
 use crate::targets::{self, ManifestError, TargetError, manifest};
+use crate::wait::{sleep_until, until_stopped};
 use progress::Say;
 use world::World;
 
@@ -957,17 +958,6 @@ async fn play_timeline(
         while set.join_next().await.is_some() {}
     }
     facts
-}
-
-/// `work`, unless `stop` fires first.
-async fn until_stopped<T>(
-    work: impl std::future::Future<Output = T>,
-    stop: &CancellationToken,
-) -> Option<T> {
-    tokio::select! {
-        done = work => Some(done),
-        () = stop.cancelled() => None,
-    }
 }
 
 /// Records one target's fault outcome: its own commands counted, its reports noted as
