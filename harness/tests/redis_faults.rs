@@ -28,7 +28,7 @@ async fn world() -> World {
         .unwrap();
     let addr = redis.addr();
     let toxiproxy = ToxiproxyServer::start(dir.path()).await.unwrap();
-    let api = failmode::faults::toxiproxy::Toxiproxy::new(toxiproxy.api_addr());
+    let api = failmode::infra::toxiproxy::Toxiproxy::new(toxiproxy.api_addr());
     api.create_proxy("t", "127.0.0.1:0".parse().unwrap(), addr)
         .await
         .unwrap();

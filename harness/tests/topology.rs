@@ -40,7 +40,7 @@ async fn world(count: u32, down: bool) -> World {
         .await
         .unwrap();
     let toxiproxy = ToxiproxyServer::start(dir.path()).await.unwrap();
-    let api = failmode::faults::toxiproxy::Toxiproxy::new(toxiproxy.api_addr());
+    let api = failmode::infra::toxiproxy::Toxiproxy::new(toxiproxy.api_addr());
     let proxy = api
         .create_proxy("reference", "127.0.0.1:0".parse().unwrap(), redis.addr())
         .await

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use failmode::faults::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
+use failmode::infra::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
 use failmode::infra::{
     ChildProcess, InfraError, RedisServer, ToxiproxyServer, free_port, wait_for_tcp,
 };

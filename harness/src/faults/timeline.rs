@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::redis_native::{self, MemorySettings};
-use super::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy};
 use super::{Fault, FaultError};
 use crate::infra::RedisServer;
+use crate::infra::redis_native::{self, MemorySettings};
+use crate::infra::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy};
 use crate::targets::{Fleet, FleetError};
 use crate::wait::sleep_until;
 
@@ -412,7 +412,7 @@ impl Player {
                     _ => Ok(()),
                 };
                 done.at = Some(Instant::now());
-                (slot, outcome.map(|()| done))
+                (slot, outcome.map(|()| done).map_err(FaultError::from))
             });
         }
         in_slot_order(tasks).await

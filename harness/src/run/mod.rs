@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::faults::Fault;
 use crate::faults::timeline::{Outcome, Player};
-use crate::faults::toxiproxy::ToxiproxyError;
 use crate::infra::process::{Exit, describe_status, exit_of, last_lines};
+use crate::infra::toxiproxy::ToxiproxyError;
 use crate::infra::{Infra, InfraError, install_hint, locate};
 use crate::load::{self, LoadPlan, TargetPlan};
 use crate::metrics::Collector;

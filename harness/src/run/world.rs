@@ -14,8 +14,8 @@ use futures_util::future::join_all;
 
 use crate::deployment::Deployment;
 use crate::faults::timeline::SharedRedis;
-use crate::faults::toxiproxy::{Toxiproxy, ToxiproxyError};
 use crate::identity;
+use crate::infra::toxiproxy::{Toxiproxy, ToxiproxyError};
 use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::load::Rotation;
 use crate::scenario::Scenario;
