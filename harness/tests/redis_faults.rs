@@ -6,9 +6,10 @@
 
 use std::time::{Duration, Instant};
 
-use failmode::faults::timeline::{Player, SharedRedis};
 use failmode::faults::{Fault, PauseMode};
+use failmode::infra::redis::SharedRedis;
 use failmode::infra::{RedisServer, ToxiproxyServer};
+use failmode::run::timeline::Player;
 use redis::aio::MultiplexedConnection;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
