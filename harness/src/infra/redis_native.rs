@@ -1,6 +1,7 @@
-//! Faults inside a target's own redis-server, not on the wire: pausing its clients, a noisy
-//! neighbour's key scans, and memory pressure that evicts keys. Spoken to directly (not
-//! through the target's proxy), with the `redis` crate, on connections of their own.
+//! The commands that are faults inside a target's own redis-server, not on the wire: pausing
+//! its clients, a noisy neighbour's key scans, and memory pressure that evicts keys. Spoken
+//! to directly (not through the target's proxy), with the `redis` crate, on connections of
+//! their own. When they happen is the fault player's (`run/timeline/`) to say.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
