@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
-use failmode::faults::toxiproxy::{Toxic, ToxicKind};
+use failmode::infra::toxiproxy::{Toxic, ToxicKind};
 use failmode::run::progress::Say;
 use failmode::run::world::undo_on;
 use failmode::run::{RunError, RunOptions, run};

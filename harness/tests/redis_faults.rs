@@ -8,9 +8,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use failmode::faults::timeline::{Player, SharedRedis};
 use failmode::faults::{Fault, PauseMode};
 use failmode::infra::ToxiproxyServer;
+use failmode::infra::redis::SharedRedis;
+use failmode::run::timeline::Player;
 use redis::aio::MultiplexedConnection;
 use std::sync::Arc;
 use support::proxied::ProxiedRedis;

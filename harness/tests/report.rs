@@ -7,7 +7,8 @@ mod support;
 
 use std::path::Path;
 
-use failmode::report::html::{FAULT_FILL_RGB, ReportError, write_report};
+use failmode::report::FAULT_FILL_RGB;
+use failmode::report::html::{ReportError, write_report};
 use support::{PHASES, TARGETS, folder_with, run};
 
 /// Every `<svg>…</svg>` inlined in the page.

@@ -411,7 +411,10 @@ async fn a_target_that_fails_readiness_is_named_with_its_log_and_nothing_is_left
     // show in /proc.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while !children_logging_under(&ws.path().to_string_lossy()).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "children left running");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "children left running"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -481,10 +484,7 @@ fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
     }
     // Then until a tenant's request was answered: the run has counts to keep.
     while !instance_logs_contain(&ws.path().join("results"), "stub: served a tenant") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no tenant was served"
-        );
+        assert!(std::time::Instant::now() < deadline, "no tenant was served");
         std::thread::sleep(Duration::from_millis(50));
     }
     nix::sys::signal::kill(

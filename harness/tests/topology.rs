@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use failmode::faults::Fault;
-use failmode::faults::timeline::Player;
 use failmode::infra::{RedisServer, ToxiproxyServer};
+use failmode::run::timeline::Player;
 use failmode::targets::{self, Fleet, FleetLaunch, TargetDef};
 use support::proxied::ProxiedRedis;
 use support::workspace;

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use failmode::faults::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
+use failmode::infra::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
 use failmode::infra::{ChildProcess, InfraError, RedisServer, free_port, wait_for_tcp};
 use support::proxied::ProxiedRedis;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -481,7 +481,7 @@ async fn a_stall_stops_redis_itself_with_connections_open_and_queued_commands_ru
     let w = world().await;
     let redis_addr = w.redis.addr();
     let redis = std::sync::Arc::new(tokio::sync::Mutex::new(w.redis));
-    let player = failmode::faults::timeline::Player::new(w.api.clone(), vec![w.proxy.clone()])
+    let player = failmode::run::timeline::Player::new(w.api.clone(), vec![w.proxy.clone()])
         .with_redis(vec![Some(redis.clone())])
         .await;
     let stall = [failmode::faults::Fault::Stall {}];

@@ -386,9 +386,9 @@ async fn two_workers_merged_measure_what_one_process_running_the_whole_schedule_
 
     // A worker that plays no faults leaves the fault player's in place, at its start and
     // when it stops.
-    let theirs = failmode::faults::toxiproxy::Toxic::new(
+    let theirs = failmode::infra::toxiproxy::Toxic::new(
         "failmode-fault-0",
-        failmode::faults::toxiproxy::ToxicKind::Latency {
+        failmode::infra::toxiproxy::ToxicKind::Latency {
             latency_ms: 1,
             jitter_ms: 0,
         },

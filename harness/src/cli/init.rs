@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use super::init_text::{manifest_text, readme_text, scenario_text};
+use crate::names::is_plain_name;
 use crate::project::{FOLDER, Project, builtin_target_names};
-use crate::scenario::is_plain_name;
 
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {

@@ -268,7 +268,7 @@ pub fn load_set(path: &Path) -> Result<RunSet, CompareError> {
 pub fn save_baseline(results: &Path, baselines_dir: &Path) -> Result<PathBuf, CompareError> {
     let set = load_set(results)?;
     // The name becomes a file name: no separators, no leading dot ("..").
-    if !crate::scenario::is_plain_name(&set.scenario) || set.scenario.starts_with('.') {
+    if !crate::names::is_plain_name(&set.scenario) || set.scenario.starts_with('.') {
         return Err(CompareError::BadScenarioName(set.scenario));
     }
     let path = baselines_dir.join(format!("{}.json", set.scenario));

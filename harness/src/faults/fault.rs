@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::toxiproxy::ToxicKind;
+pub use crate::infra::redis_native::PauseMode;
+use crate::infra::toxiproxy::ToxicKind;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
@@ -87,15 +88,6 @@ pub enum Fault {
     /// A Toxiproxy toxic on the replies (downstream).
     #[serde(untagged)]
     Toxic(ToxicKind),
-}
-
-/// What `client-pause` holds back.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PauseMode {
-    #[default]
-    All,
-    Write,
 }
 
 fn default_neighbour_keys() -> u64 {

@@ -27,7 +27,7 @@ use testcontainers::{ContainerAsync, GenericImage, ImageExt, TestcontainersError
 use testcontainers_modules::redis::{REDIS_PORT, Redis};
 
 use super::images::{REDIS_IMAGE, REDIS_TAG, TOXIPROXY_IMAGE, TOXIPROXY_TAG};
-use crate::faults::toxiproxy::Toxiproxy;
+use super::toxiproxy::Toxiproxy;
 
 const TOXIPROXY_API_PORT: u16 = 8474;
 /// Inside the Toxiproxy container, target `i`'s proxy listens on this port + `i`: the ports

@@ -2,7 +2,9 @@
 //! toxiproxy-server; the target instances too), each in its own process group, logging to a
 //! file the caller names and killed with its whole group when dropped; or, with the cargo
 //! feature `docker` and `--infra docker`, containers at the pinned images (`containers`,
-//! `images`).
+//! `images`). And the clients that speak to them: Toxiproxy's HTTP API (`toxiproxy`) and
+//! the commands that are faults inside a Redis (`redis_native`). Nothing here knows what a
+//! scenario or a fault is: the layers above say what to break, this says how.
 
 pub mod backend;
 #[cfg(feature = "docker")]
@@ -11,7 +13,9 @@ pub mod images;
 pub mod process;
 pub mod programs;
 pub mod redis;
+pub mod redis_native;
 pub mod sockets;
+pub mod toxiproxy;
 pub mod toxiproxy_server;
 
 pub use backend::{DockerNotBuilt, Infra};

@@ -6,6 +6,7 @@
 use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -20,6 +21,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 const PING_TIMEOUT: Duration = Duration::from_millis(500);
 const INFO_TIMEOUT: Duration = Duration::from_secs(1);
 const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// A target's redis-server, shared with the world that owns it: `redis-restart` replaces
+/// its process.
+pub type SharedRedis = Arc<tokio::sync::Mutex<RedisServer>>;
 
 /// A `redis-server` owned by the harness; killed (with its process group) on drop.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! The `toxiproxy-server` child process (Shopify's Toxiproxy): its API on a free loopback
 //! port, ready when `GET /version` answers. Proxies and toxics are driven through
-//! [`crate::faults::toxiproxy`].
+//! [`crate::infra::toxiproxy`].
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -81,7 +81,7 @@ impl ToxiproxyServer {
         }))
     }
 
-    /// Where the HTTP API listens; give it to [`crate::faults::toxiproxy::Toxiproxy::new`].
+    /// Where the HTTP API listens; give it to [`crate::infra::toxiproxy::Toxiproxy::new`].
     pub fn api_addr(&self) -> SocketAddr {
         self.api
     }

@@ -7,14 +7,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::plots::{self, PlotError, Scales};
+use super::plots::{self, FAULT_FILL_RGB, PlotError, Scales};
 use super::{ms, rate, worst};
 use crate::results::read::{ReadError, SeriesRow, read_series};
 use crate::results::{PhaseResult, RunResult, TargetResult};
-
-/// The fill of a fault window in every plot (and of fault phases' rows in the tables), so a
-/// reader, or a tool, can tell a fault window from the rest.
-pub const FAULT_FILL_RGB: (u8, u8, u8) = (0xFD, 0xE2, 0xDC);
 
 /// What the report of a results folder can fail with; each names the file.
 #[derive(Debug, thiserror::Error)]

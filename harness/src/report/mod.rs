@@ -3,6 +3,8 @@
 pub mod html;
 mod plots;
 
+pub use plots::FAULT_FILL_RGB;
+
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 

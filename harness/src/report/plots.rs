@@ -13,10 +13,13 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::html::FAULT_FILL_RGB;
 use crate::limits::LimitSource;
 use crate::results::read::SeriesRow;
 use crate::results::{PhaseResult, RunResult, TargetResult};
+
+/// The fill of a fault window in every plot (and of fault phases' rows in the tables), so a
+/// reader, or a tool, can tell a fault window from the rest.
+pub const FAULT_FILL_RGB: (u8, u8, u8) = (0xFD, 0xE2, 0xDC);
 
 /// Fits a 900 px column without scaling, so the text stays at its drawn size.
 const WIDTH: u32 = 900;

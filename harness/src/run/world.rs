@@ -11,17 +11,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use tokio_util::sync::CancellationToken;
 
+use super::progress::Say;
+use super::{RunError, RunOptions};
 use crate::deployment::Deployment;
-use crate::faults::timeline::SharedRedis;
-use crate::faults::toxiproxy::{Toxiproxy, ToxiproxyError};
 use crate::identity;
-use crate::infra::{RedisServer, ToxiproxyServer};
+use crate::infra::redis::SharedRedis;
+use crate::infra::toxiproxy::{Toxiproxy, ToxiproxyError};
+use crate::infra::{Infra, RedisServer, ToxiproxyServer};
 use crate::load::Rotation;
 use crate::scenario::Scenario;
 use crate::targets::{Fleet, FleetLaunch, TargetDef};
-
-use super::RunError;
 
 /// Requests each instance answers before the load starts, unmeasured, from a caller no tenant
 /// uses (by header, caller `failmode-warm-up`; by address, failmode's own, 127.0.0.1, which
@@ -337,6 +338,18 @@ impl World {
         self.toxiproxy_server.is_some()
     }
 
+    /// Per target, its instances as configured now (a `scale` may have changed them).
+    pub fn instance_counts(&self) -> Vec<u32> {
+        self.targets
+            .iter()
+            .map(|t| {
+                t.fleet
+                    .as_ref()
+                    .map_or(t.rotation.len() as u32, |f| f.configured())
+            })
+            .collect()
+    }
+
     /// Removes every fault, then stops every instance and Redis server (all at once, each
     /// with its grace) and Toxiproxy last; containers are removed after the instances.
     /// Attached, it removes only what a run does: its toxics (named `failmode-*`) and a
@@ -376,6 +389,46 @@ impl World {
         if let Some(containers) = self.containers.take() {
             containers.remove().await;
         }
+    }
+}
+
+/// Starts the world (or attaches to it) for `defs`, unless interrupted first.
+pub(super) async fn start_or_attach(
+    opts: &RunOptions,
+    defs: &[TargetDef],
+    logs: &Path,
+    interrupt: &CancellationToken,
+    say: &Say,
+) -> Result<World, RunError> {
+    let started = tokio::select! {
+        _ = interrupt.cancelled() => None,
+        w = async {
+            match &opts.attach {
+                Some(deployment) => World::attach(deployment, defs, opts.plays_faults()).await,
+                None => start_world(opts.infra, &opts.scenario, defs, &opts.root, logs, say).await,
+            }
+        } => Some(w),
+    };
+    started.unwrap_or_else(|| Err(RunError::InterruptedBeforeLoad(logs.to_owned())))
+}
+
+/// Starts the world on `infra`, which the preflight accepted.
+async fn start_world(
+    infra: Infra,
+    scenario: &Scenario,
+    defs: &[TargetDef],
+    root: &Path,
+    logs: &Path,
+    say: &Say,
+) -> Result<World, RunError> {
+    match infra {
+        Infra::Local => World::start(scenario, defs, root, logs, |m| say.line(m)).await,
+        #[cfg(feature = "docker")]
+        Infra::Docker => {
+            World::start_in_containers(scenario, defs, root, logs, |m| say.line(m)).await
+        }
+        #[cfg(not(feature = "docker"))]
+        Infra::Docker => Err(crate::infra::DockerNotBuilt.into()),
     }
 }
 

@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use crate::faults::Fault;
 use crate::load::{Arrival, Spread};
+use crate::names::is_plain_name;
+// Re-exported: `cli/init.rs` reads it from here (it can import `crate::names` once the CLI's
+// move to `cli/` has landed).
 use raw::RawScenario;
 
 /// A scenario that failed to load, with where in the file.
@@ -101,14 +104,6 @@ pub struct Scenario {
 
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 const DEFAULT_MAX_IN_FLIGHT: usize = 10_000;
-
-/// Names end up in paths, CSV columns, toxic names and histogram tags.
-pub fn is_plain_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1

@@ -306,7 +306,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
         .map_err(invalid)?;
     let mut defs = Vec::new();
     for v in raw.variants {
-        if !crate::scenario::is_plain_name(&v.name) {
+        if !crate::names::is_plain_name(&v.name) {
             return Err(invalid(format!(
                 "variant name {:?} must be made of letters, digits, '-', '_' or '.'",
                 v.name

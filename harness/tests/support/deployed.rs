@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use failmode::deployment::Deployment;
-use failmode::faults::toxiproxy::Toxiproxy;
+use failmode::infra::toxiproxy::Toxiproxy;
 use failmode::infra::{RedisServer, ToxiproxyServer};
 use failmode::targets::{self, Instance, Launch};
 

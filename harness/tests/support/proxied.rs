@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use failmode::faults::toxiproxy::Toxiproxy;
+use failmode::infra::toxiproxy::Toxiproxy;
 use failmode::infra::{RedisServer, ToxiproxyServer};
 
 pub(crate) struct ProxiedRedis {

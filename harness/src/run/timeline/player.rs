@@ -13,15 +13,39 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::redis_native::{self, MemorySettings};
-use super::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy};
-use super::{Fault, FaultError};
-use crate::infra::RedisServer;
+use crate::faults::Fault;
+use crate::infra::InfraError;
+use crate::infra::redis::SharedRedis;
+use crate::infra::redis_native::{self, MemorySettings, RedisCommandError};
+use crate::infra::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
 use crate::targets::{Fleet, FleetError};
+use crate::wait::sleep_until;
 
-/// A target's redis-server, shared with the world that owns it: `redis-restart` replaces
-/// its process.
-pub type SharedRedis = Arc<tokio::sync::Mutex<RedisServer>>;
+/// A fault that could not be applied or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum FaultError {
+    #[error(transparent)]
+    Toxiproxy(#[from] ToxiproxyError),
+    #[error(transparent)]
+    Redis(#[from] RedisCommandError),
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+    #[error("{0}: no redis-server is known for this target")]
+    NoRedis(String),
+    /// Boxed: a target's start failure carries its log's tail.
+    #[error(transparent)]
+    Fleet(Box<FleetError>),
+    #[error("{0}: no instances are known for this target")]
+    NoFleet(String),
+    #[error("{0}: the task applying it panicked")]
+    Panicked(String),
+}
+
+impl From<FleetError> for FaultError {
+    fn from(e: FleetError) -> Self {
+        Self::Fleet(Box::new(e))
+    }
+}
 
 /// One target's faults changed: when the last operation completed, and what the faults
 /// report (e.g. how many keys an eviction removed), with the Redis commands they sent
@@ -411,7 +435,7 @@ impl Player {
                     _ => Ok(()),
                 };
                 done.at = Some(Instant::now());
-                (slot, outcome.map(|()| done))
+                (slot, outcome.map(|()| done).map_err(FaultError::from))
             });
         }
         in_slot_order(tasks).await
@@ -489,13 +513,5 @@ impl Player {
             });
         }
         while tasks.join_next().await.is_some() {}
-    }
-}
-
-/// Sleeps until `at`; true if cancelled first.
-pub async fn sleep_until(at: Instant, cancel: &CancellationToken) -> bool {
-    tokio::select! {
-        _ = cancel.cancelled() => true,
-        _ = tokio::time::sleep_until(at.into()) => false,
     }
 }

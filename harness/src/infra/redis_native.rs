@@ -1,16 +1,17 @@
-//! Faults inside a target's own redis-server, not on the wire: pausing its clients, a noisy
-//! neighbour's key scans, and memory pressure that evicts keys. Spoken to directly (not
-//! through the target's proxy), with the `redis` crate, on connections of their own.
+//! The commands that are faults inside a target's own redis-server, not on the wire: pausing
+//! its clients, a noisy neighbour's key scans, and memory pressure that evicts keys. Spoken
+//! to directly (not through the target's proxy), with the `redis` crate, on connections of
+//! their own. When they happen is the fault player's (`run/timeline/`) to say.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
+use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::FaultError;
-use super::fault::PauseMode;
+use crate::wait::sleep_until;
 
 /// Filler keys live in their own database, so the limiter's keys in database 0 are untouched
 /// by their creation and removal; Redis is single-threaded, so a scan there still blocks all.
@@ -24,16 +25,44 @@ const EVICTION_PREFIX: &str = "failmode:eviction-filler:";
 /// which is why `CLIENT PAUSE` carries its own end).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
-async fn connect(addr: SocketAddr, db: i64) -> Result<MultiplexedConnection, FaultError> {
+/// A command of these faults that failed, named with the Redis it was sent to.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} on redis-server {addr}: {detail}")]
+pub struct RedisCommandError {
+    op: String,
+    addr: SocketAddr,
+    detail: String,
+}
+
+impl RedisCommandError {
+    fn new(op: &str, addr: SocketAddr, e: redis::RedisError) -> Self {
+        Self {
+            op: op.to_owned(),
+            addr,
+            detail: e.to_string(),
+        }
+    }
+}
+
+/// What `client-pause` holds back: `CLIENT PAUSE`'s mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseMode {
+    #[default]
+    All,
+    Write,
+}
+
+async fn connect(addr: SocketAddr, db: i64) -> Result<MultiplexedConnection, RedisCommandError> {
     let client = redis::Client::open(format!("redis://{addr}/{db}"))
-        .map_err(|e| FaultError::redis("connect", addr, e))?;
+        .map_err(|e| RedisCommandError::new("connect", addr, e))?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(COMMAND_TIMEOUT))
         .set_response_timeout(Some(COMMAND_TIMEOUT));
     client
         .get_multiplexed_async_connection_with_config(&config)
         .await
-        .map_err(|e| FaultError::redis("connect", addr, e))
+        .map_err(|e| RedisCommandError::new("connect", addr, e))
 }
 
 async fn run<T: redis::FromRedisValue>(
@@ -41,15 +70,19 @@ async fn run<T: redis::FromRedisValue>(
     addr: SocketAddr,
     cmd: &redis::Cmd,
     what: &str,
-) -> Result<T, FaultError> {
+) -> Result<T, RedisCommandError> {
     cmd.query_async(conn)
         .await
-        .map_err(|e| FaultError::redis(what, addr, e))
+        .map_err(|e| RedisCommandError::new(what, addr, e))
 }
 
 /// `CLIENT PAUSE` for `length`: Redis lifts it on its own timer, because while it holds every
 /// command — `CLIENT UNPAUSE` from another connection included — waits (Redis 7.0).
-pub async fn pause(addr: SocketAddr, length: Duration, mode: PauseMode) -> Result<(), FaultError> {
+pub async fn pause(
+    addr: SocketAddr,
+    length: Duration,
+    mode: PauseMode,
+) -> Result<(), RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
     let ms = length.as_millis().max(1) as u64;
     let mode = match mode {
@@ -62,7 +95,7 @@ pub async fn pause(addr: SocketAddr, length: Duration, mode: PauseMode) -> Resul
 }
 
 /// `CLIENT UNPAUSE`, in case the phase ended before Redis's own timer did.
-pub async fn unpause(addr: SocketAddr) -> Result<(), FaultError> {
+pub async fn unpause(addr: SocketAddr) -> Result<(), RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
     let mut cmd = redis::cmd("CLIENT");
     cmd.arg("UNPAUSE");
@@ -70,7 +103,7 @@ pub async fn unpause(addr: SocketAddr) -> Result<(), FaultError> {
 }
 
 /// Writes `keys` small filler keys into the neighbour's database.
-pub async fn fill_neighbour(addr: SocketAddr, keys: u64) -> Result<(), FaultError> {
+pub async fn fill_neighbour(addr: SocketAddr, keys: u64) -> Result<(), RedisCommandError> {
     let mut conn = connect(addr, NEIGHBOUR_DB).await?;
     let mut next = 0;
     while next < keys {
@@ -87,7 +120,7 @@ pub async fn fill_neighbour(addr: SocketAddr, keys: u64) -> Result<(), FaultErro
 }
 
 /// Drops the neighbour's database.
-pub async fn clear_neighbour(addr: SocketAddr) -> Result<(), FaultError> {
+pub async fn clear_neighbour(addr: SocketAddr) -> Result<(), RedisCommandError> {
     let mut conn = connect(addr, NEIGHBOUR_DB).await?;
     let mut cmd = redis::cmd("FLUSHDB");
     cmd.arg("ASYNC");
@@ -134,7 +167,7 @@ pub async fn neighbour(
     pause: Duration,
     until: Instant,
     cancel: &CancellationToken,
-) -> Result<NeighbourReport, FaultError> {
+) -> Result<NeighbourReport, RedisCommandError> {
     let mut conn = connect(addr, NEIGHBOUR_DB).await?;
     let started = Instant::now();
     let mut took: Vec<Duration> = Vec::new();
@@ -144,7 +177,7 @@ pub async fn neighbour(
         let sent = Instant::now();
         run::<Vec<String>>(&mut conn, addr, &cmd, "KEYS (the neighbour's scan)").await?;
         took.push(sent.elapsed());
-        if !pause.is_zero() && super::timeline::sleep_until(Instant::now() + pause, cancel).await {
+        if !pause.is_zero() && sleep_until(Instant::now() + pause, cancel).await {
             break;
         }
     }
@@ -173,11 +206,11 @@ async fn config_get(
     conn: &mut MultiplexedConnection,
     addr: SocketAddr,
     key: &str,
-) -> Result<String, FaultError> {
+) -> Result<String, RedisCommandError> {
     let mut cmd = redis::cmd("CONFIG");
     cmd.arg("GET").arg(key);
     let pairs: Vec<String> = run(conn, addr, &cmd, "CONFIG GET").await?;
-    pairs.get(1).cloned().ok_or_else(|| FaultError::Redis {
+    pairs.get(1).cloned().ok_or_else(|| RedisCommandError {
         op: format!("CONFIG GET {key}"),
         addr,
         detail: "no value in the reply".into(),
@@ -189,14 +222,18 @@ async fn config_set(
     addr: SocketAddr,
     key: &str,
     value: &str,
-) -> Result<(), FaultError> {
+) -> Result<(), RedisCommandError> {
     let mut cmd = redis::cmd("CONFIG");
     cmd.arg("SET").arg(key).arg(value);
     run(conn, addr, &cmd, &format!("CONFIG SET {key} {value}")).await
 }
 
 /// A field of `INFO <section>`.
-pub async fn info_field(addr: SocketAddr, section: &str, field: &str) -> Result<u64, FaultError> {
+pub async fn info_field(
+    addr: SocketAddr,
+    section: &str,
+    field: &str,
+) -> Result<u64, RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
     let mut cmd = redis::cmd("INFO");
     cmd.arg(section);
@@ -204,7 +241,7 @@ pub async fn info_field(addr: SocketAddr, section: &str, field: &str) -> Result<
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{field}:")))
         .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| FaultError::Redis {
+        .ok_or_else(|| RedisCommandError {
             op: format!("INFO {section}"),
             addr,
             detail: format!("no {field} in the reply"),
@@ -216,7 +253,7 @@ pub async fn squeeze_memory(
     addr: SocketAddr,
     policy: &str,
     headroom: u64,
-) -> Result<MemorySettings, FaultError> {
+) -> Result<MemorySettings, RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
     let saved = MemorySettings {
         maxmemory: config_get(&mut conn, addr, "maxmemory").await?,
@@ -230,7 +267,10 @@ pub async fn squeeze_memory(
 }
 
 /// Puts the memory settings back, drops the filler, and says how many keys were evicted.
-pub async fn release_memory(addr: SocketAddr, saved: &MemorySettings) -> Result<u64, FaultError> {
+pub async fn release_memory(
+    addr: SocketAddr,
+    saved: &MemorySettings,
+) -> Result<u64, RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
     config_set(&mut conn, addr, "maxmemory", &saved.maxmemory).await?;
     config_set(&mut conn, addr, "maxmemory-policy", &saved.policy).await?;
@@ -256,7 +296,7 @@ pub async fn fill_memory(
     value_bytes: usize,
     until: Instant,
     cancel: &CancellationToken,
-) -> Result<u64, FaultError> {
+) -> Result<u64, RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
     let value = vec![b'x'; value_bytes];
     let every = Duration::from_secs_f64(1.0 / f64::from(rate.max(1)));
@@ -266,10 +306,10 @@ pub async fn fill_memory(
         let key = format!("{EVICTION_PREFIX}{written}");
         conn.set::<_, _, ()>(&key, &value[..])
             .await
-            .map_err(|e| FaultError::redis("SET (the eviction filler)", addr, e))?;
+            .map_err(|e| RedisCommandError::new("SET (the eviction filler)", addr, e))?;
         written += 1;
         next += every;
-        if super::timeline::sleep_until(next, cancel).await {
+        if sleep_until(next, cancel).await {
             break;
         }
     }

@@ -9,7 +9,9 @@ use reqwest::{Method, StatusCode, Url};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-pub use super::toxic::{Stream, Toxic, ToxicKind};
+mod toxic;
+
+pub use toxic::{Stream, Toxic, ToxicKind};
 
 /// A single API call that hangs longer than this is a failure, not a wait.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,0 +1,88 @@
+//! Runs in batches (`--batch N`): the targets a few at a time, each batch through the whole
+//! timeline into `batch-K/` of one results folder, then joined there.
+
+use std::time::SystemTime;
+
+use tokio_util::sync::CancellationToken;
+
+use super::progress::Say;
+use super::{RunError, RunOptions, RunOutcome, record, run};
+use crate::results::{self, folder::RunFolder};
+
+/// Runs the targets `size` at a time, one batch after another, each through the whole
+/// timeline into `batch-K/` of one results folder, then joins them there (see
+/// [`results::batches`]). An interruption or an error still joins the batches that ran.
+pub async fn run_in_batches(
+    opts: RunOptions,
+    size: usize,
+    interrupt: CancellationToken,
+    say: &Say,
+) -> Result<RunOutcome, RunError> {
+    let names: Vec<String> = opts.targets.clone().unwrap_or_else(|| {
+        opts.scenario
+            .targets
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    });
+    let batches = results::batches::split(&names, size);
+    if batches.len() < 2 {
+        return run(opts, interrupt, say).await;
+    }
+    let folder = RunFolder::create(
+        &opts.results_root,
+        &opts.scenario.name,
+        SystemTime::now(),
+        opts.out.as_deref(),
+    )
+    .map_err(|source| RunError::Results {
+        path: opts.results_root.clone(),
+        source,
+    })?;
+    let mut ran = Vec::new();
+    let mut failure = None;
+    for (k, batch) in batches.iter().enumerate() {
+        say.line(&format!(
+            "batch {} of {}: {}",
+            k + 1,
+            batches.len(),
+            batch.join(", ")
+        ));
+        let outcome = run(
+            RunOptions {
+                targets: Some(batch.clone()),
+                out: Some(folder.path.join(format!("batch-{}", k + 1))),
+                ..opts.clone()
+            },
+            interrupt.clone(),
+            say,
+        )
+        .await;
+        match outcome {
+            Ok(o) => {
+                ran.push(o.folder.path);
+                if o.result.partial {
+                    break;
+                }
+            }
+            // Ctrl-C between batches: what ran is joined below, the rest named as not run.
+            Err(RunError::InterruptedBeforeLoad(_)) if !ran.is_empty() => break,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    if ran.is_empty() {
+        return Err(failure.unwrap_or(RunError::InterruptedBeforeLoad(folder.logs())));
+    }
+    let not_run: Vec<String> = batches[ran.len()..].concat();
+    let result = results::batches::write_joined(&folder.path, &ran, &not_run)?;
+    // Each batch has its own logs/; the joined folder's stays empty.
+    let _ = std::fs::remove_dir(folder.logs());
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    record::publish(&folder, &opts, say)?;
+    Ok(RunOutcome { folder, result })
+}

@@ -1,0 +1,85 @@
+//! What a run can fail with, each refusal or failure named once: the CLI prints the message
+//! and its sources, and maps the error to an exit code (`exit.rs`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::infra::InfraError;
+use crate::infra::toxiproxy::ToxiproxyError;
+use crate::load;
+use crate::results;
+use crate::scenario::ScenarioError;
+use crate::targets::{ManifestError, TargetError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// Boxed: a target's start failure carries its log's tail, which every `Result` of the
+    /// run's chapters would otherwise carry the size of.
+    #[error(transparent)]
+    Target(Box<TargetError>),
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+    // Transparent: its message names Toxiproxy and its address already, and the CLI prints
+    // an error's sources after it.
+    #[error(transparent)]
+    Toxiproxy(#[from] ToxiproxyError),
+    #[error("cannot write the results folder {path}: {source}")]
+    Results {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the load generator failed")]
+    Load(#[from] load::LoadError),
+    #[error("interrupted before any load was sent; everything started was stopped (logs in {0})")]
+    InterruptedBeforeLoad(PathBuf),
+    #[error("cannot join the batches' results")]
+    Join(#[from] results::batches::JoinError),
+    #[error(transparent)]
+    Deployment(#[from] crate::deployment::DeploymentError),
+    #[error(
+        "phase {phase:?}'s fault `{fault}` cannot be played on an attached deployment: only \
+         faults through its Toxiproxy (down, hang, flap, toxics) and client-pause are; \
+         the others stop, kill or restart failmode's own processes or write to the Redis"
+    )]
+    NotAttachable { phase: String, fault: String },
+    #[error(transparent)]
+    DockerNotBuilt(#[from] crate::infra::DockerNotBuilt),
+    #[error(
+        "--infra docker starts Redis and Toxiproxy in containers and --attach starts nothing: \
+         they cannot be combined"
+    )]
+    InfraWithAttach,
+    #[error(
+        "phase {phase:?}'s fault `{fault}` cannot be played with --infra docker: it signals \
+         failmode's own redis-server process, which is a container's there; run it with \
+         --infra local"
+    )]
+    NotInContainers { phase: String, fault: String },
+    #[cfg(feature = "docker")]
+    #[error(transparent)]
+    Containers(#[from] crate::infra::containers::ContainerError),
+    #[error(
+        "attached proxy {proxy:?} {problem}: run `failmode faults reset --attach {deployment}` \
+         (or fix it) first"
+    )]
+    ProxyNotClean {
+        proxy: String,
+        problem: String,
+        deployment: PathBuf,
+    },
+    #[error(
+        "the start time {at} passed {late:.1?} ago (this machine's clock): give every worker \
+         the same --start-at, far enough ahead for all of them to be ready"
+    )]
+    StartPassed { at: String, late: Duration },
+}
+
+impl From<TargetError> for RunError {
+    fn from(e: TargetError) -> Self {
+        Self::Target(Box::new(e))
+    }
+}

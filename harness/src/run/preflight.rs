@@ -1,0 +1,228 @@
+//! Before anything starts: which targets run (the scenario's, `--targets`, or an attached
+//! deployment's, whose settings win), and every refusal that can be made without starting
+//! anything — a late worker, a fault an attached deployment or containers cannot take, a
+//! program that is not installed — so a refused run leaves nothing behind, not even a folder.
+
+use crate::deployment::Deployment;
+use crate::faults::Fault;
+use crate::infra::{Infra, InfraError, install_hint, locate};
+use crate::scenario::Scenario;
+use crate::targets::{TargetDef, manifest};
+
+use super::progress::Say;
+use super::start::{start_passed, until_start};
+use super::{RunError, RunOptions};
+
+/// The targets this run drives, in order: an attached deployment's, `--targets`, or the
+/// scenario's; an attached deployment's word on a target (its limit, its caller identity) wins.
+pub(super) fn resolve(opts: &RunOptions) -> Result<Vec<TargetDef>, RunError> {
+    let all = crate::project::Project::at(&opts.root).targets_for(&opts.scenario)?;
+    let names: Vec<String> = match &opts.attach {
+        Some(deployment) => deployment.targets.iter().map(|t| t.name.clone()).collect(),
+        None => opts.targets.clone().unwrap_or_else(|| {
+            opts.scenario
+                .targets
+                .iter()
+                .map(|t| t.name.clone())
+                .collect()
+        }),
+    };
+    let mut defs = manifest::select(&all, &names)?;
+    if let Some(deployment) = &opts.attach {
+        // What the deployment file says of a target (its limit, its caller identity) wins.
+        for (def, attached) in defs.iter_mut().zip(&deployment.targets) {
+            *def = attached.over(def);
+        }
+    }
+    Ok(defs)
+}
+
+/// Refuses what cannot run, before anything is started or written.
+pub(super) fn refuse(opts: &RunOptions, say: &Say) -> Result<(), RunError> {
+    if let Some(w) = &opts.worker {
+        // Before attaching too: a late worker must not touch the deployment at all.
+        until_start(w).map_err(|late| start_passed(w, late))?;
+    }
+    if let Some(deployment) = &opts.attach {
+        refuse_attached(opts, deployment, say)
+    } else if opts.infra == Infra::Local {
+        required("redis-server", &install_hint("redis-server"))?;
+        required("toxiproxy-server", &install_hint("toxiproxy-server"))?;
+        Ok(())
+    } else if let Some(refusal) = infra_refusal(opts.infra, &opts.scenario) {
+        Err(refusal)
+    } else {
+        Ok(())
+    }
+}
+
+/// Attached: refuses containers and the faults the deployment cannot take, then says what
+/// the run will touch and how to undo it.
+fn refuse_attached(opts: &RunOptions, deployment: &Deployment, say: &Say) -> Result<(), RunError> {
+    if opts.infra != Infra::Local {
+        return Err(RunError::InfraWithAttach);
+    }
+    // Refused before anything is sent: a fault the deployment cannot take.
+    if let Some((phase, fault)) = first_refused(&opts.scenario, Fault::attachable) {
+        return Err(RunError::NotAttachable { phase, fault });
+    }
+    say.line("attached: failmode starts nothing; it will touch only this:");
+    for line in deployment.describe() {
+        say.line(&format!("  {line}"));
+    }
+    if opts.plays_faults() {
+        say.line(&format!(
+            "if this run dies before it ends, remove what it left with: failmode faults \
+             reset --attach {}",
+            deployment.path.display()
+        ));
+    } else {
+        say.line(
+            "this worker plays no faults: it leaves the proxies as the process playing them \
+             has them, whenever it stops",
+        );
+    }
+    Ok(())
+}
+
+fn required(program: &str, hint: &str) -> Result<(), InfraError> {
+    match locate(program) {
+        Some(_) => Ok(()),
+        None => Err(InfraError::MissingBinary {
+            program: program.to_owned(),
+            hint: hint.to_owned(),
+        }),
+    }
+}
+
+/// The first fault of the scenario `allowed` refuses, as (phase, fault).
+fn first_refused(
+    scenario: &Scenario,
+    allowed: impl Fn(&Fault) -> bool,
+) -> Option<(String, String)> {
+    scenario.phases.iter().find_map(|phase| {
+        phase
+            .faults
+            .iter()
+            .find(|f| !allowed(f))
+            .map(|f| (phase.name.clone(), f.to_string()))
+    })
+}
+
+/// Why `infra` refuses this run, checked before anything starts: a backend this binary lacks,
+/// or in containers a fault that needs failmode's own redis-server process.
+fn infra_refusal(infra: Infra, scenario: &Scenario) -> Option<RunError> {
+    if let Err(e) = infra.check_built() {
+        return Some(e.into());
+    }
+    if infra != Infra::Docker {
+        return None;
+    }
+    first_refused(scenario, |f| !f.needs_redis_process())
+        .map(|(phase, fault)| RunError::NotInContainers { phase, fault })
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    #[test]
+    fn a_missing_program_is_named_with_how_to_get_it() {
+        let e = required("failmode-no-such-program", "run `just setup`").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("failmode-no-such-program") && text.contains("just setup"),
+            "{text}"
+        );
+        assert!(required("sh", "").is_ok());
+    }
+
+    fn scenario(faults: &str) -> Scenario {
+        let text = format!(
+            r#"
+name = "infra-check"
+[policy]
+limit = 50
+window = "1s"
+[[tenants]]
+name = "acme"
+rate = 10
+[[targets]]
+name = "reference"
+[[phases]]
+name = "steady"
+start = "0s"
+end = "1s"
+[[phases]]
+name = "fault"
+start = "1s"
+end = "2s"
+faults = [{faults}]
+"#
+        );
+        Scenario::parse(&text, "infra-check.toml").unwrap()
+    }
+
+    #[test]
+    fn in_containers_only_the_faults_on_failmodes_own_redis_process_are_refused() {
+        let playable = scenario(
+            r#"{ type = "down" }, { type = "hang" }, { type = "flap", period = "1s", down = "200ms" },
+               { type = "latency", latency_ms = 5 }, { type = "client-pause" },
+               { type = "noisy-neighbour" }, { type = "eviction" }, { type = "scale", to = 2 },
+               { type = "kill-instance" }"#,
+        );
+        assert!(infra_refusal(Infra::Local, &playable).is_none());
+        for fault in [r#"{ type = "stall" }"#, r#"{ type = "redis-restart" }"#] {
+            let refused = scenario(&format!(r#"{{ type = "down" }}, {fault}"#));
+            assert!(infra_refusal(Infra::Local, &refused).is_none());
+            match infra_refusal(Infra::Docker, &refused) {
+                Some(RunError::NotInContainers { phase, fault }) if cfg!(feature = "docker") => {
+                    assert_eq!(phase, "fault");
+                    assert!(
+                        fault.starts_with("stall") || fault.starts_with("redis-restart"),
+                        "{fault}"
+                    );
+                }
+                Some(RunError::DockerNotBuilt(_)) if cfg!(not(feature = "docker")) => {}
+                other => panic!("{fault}: {other:?}"),
+            }
+        }
+        match infra_refusal(Infra::Docker, &playable) {
+            None if cfg!(feature = "docker") => {}
+            Some(RunError::DockerNotBuilt(_)) if cfg!(not(feature = "docker")) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fault_docker_cannot_play_is_refused_before_anything_is_started_or_written() {
+        let out = tempfile::tempdir().unwrap();
+        let opts = RunOptions {
+            root: crate::infra::workspace_root(),
+            results_root: out.path().to_owned(),
+            scenario: scenario(r#"{ type = "stall" }"#),
+            duration_scale: 1.0,
+            targets: None,
+            out: None,
+            build: false,
+            attach: None,
+            infra: Infra::Docker,
+            worker: None,
+        };
+        let error = super::super::run(opts, CancellationToken::new(), &Say::default())
+            .await
+            .unwrap_err();
+        let text = error.to_string();
+        if cfg!(feature = "docker") {
+            assert!(
+                text.contains("stall") && text.contains("--infra local"),
+                "{text}"
+            );
+        } else {
+            assert!(text.contains(crate::infra::backend::DOCKER_BUILD), "{text}");
+        }
+        assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+    }
+}
