@@ -251,15 +251,15 @@ fn bad_scenarios_exit_2_naming_the_key_and_line() {
     for (edit, expect) in [
         (
             OUTAGE.replace("rate = 20", "rate = 20\nburst = 3"),
-            vec!["burst", "line 14"],
+            vec!["burst", "line 13"],
         ),
         (
             OUTAGE.replace("rate = 20", "rate = -20"),
-            vec!["greater than zero", "line 13"],
+            vec!["greater than zero", "line 12"],
         ),
         (
             OUTAGE.replace("start = \"4s\"", "start = \"3s\""),
-            vec!["phases.start", "overlap", "line 30"],
+            vec!["phases.start", "overlap", "line 29"],
         ),
     ] {
         let out = failmode(&["run", &write_scenario(dir.path(), &edit), "--no-build"]);
