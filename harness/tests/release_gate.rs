@@ -41,6 +41,8 @@ fn slow_row(c: &Comparison, metric: Metric) -> (Verdict, Certainty) {
         .iter()
         .find(|r| r.phase == "slow" && r.metric == metric)
         .unwrap();
+    // The whole row goes to stderr, shown when an assertion on it fails.
+    eprintln!("slow {metric:?}: {row:?}");
     (row.verdict, row.certainty)
 }
 
