@@ -19,8 +19,6 @@ use tokio_util::sync::CancellationToken;
 
 const OUTAGE: &str = include_str!("fixtures/outage.toml");
 
-/// Processes started for a test folder: every child the harness starts writes its stdout to
-/// a log inside the folder (redis-server rewrites its command line, so that cannot be used).
 /// Whether any instance log under `results` (`<scenario>/<run>/logs/*.log`) contains `text`.
 fn instance_logs_contain(results: &Path, text: &str) -> bool {
     let Ok(scenarios) = std::fs::read_dir(results) else {
@@ -41,6 +39,8 @@ fn instance_logs_contain(results: &Path, text: &str) -> bool {
         })
 }
 
+/// Processes started for a test folder: every child the harness starts writes its stdout to
+/// a log inside the folder (redis-server rewrites its command line, so that cannot be used).
 fn children_logging_under(needle: &str) -> Vec<String> {
     std::fs::read_dir("/proc")
         .unwrap()
@@ -326,13 +326,14 @@ served = False
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         global served
-        if not served and self.headers.get("x-caller") not in (None, "failmode-warm-up"):
-            served = True
-            print("stub: served a tenant", flush=True)
         self.send_response(200)
         self.send_header("content-length", "2")
         self.end_headers()
         self.wfile.write(b"ok")
+        self.wfile.flush()
+        if not served and self.headers.get("x-caller") not in (None, "failmode-warm-up"):
+            served = True
+            print("stub: served a tenant", flush=True)
     def log_message(self, *a):
         pass
 if mode == "die" and os.environ["INDEX"] == "1":

@@ -1,8 +1,10 @@
 //! Verdicts proven against the oracle (`targets/oracle`), a target whose every answer is
 //! scripted: a real scaled-down run of `tests/fixtures/oracle-verdicts.toml`, and every count,
-//! over-admission, wrongful denial, tail latency, recovery time and gate verdict asserted
-//! against the value computed here, in advance, from the run's schedule (the same seed) and
-//! each variant's script.
+//! tail latency, recovery time and gate verdict asserted against the value computed here, in
+//! advance, from the run's schedule (the same seed) and each variant's script: exactly, but
+//! for a request within a few milliseconds of a boundary of the oracle's clock (either side)
+//! and a recovery within one second of its script (see each). Over-admission and wrongful
+//! denial are checked against their definitions on the counts the run measured.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -106,8 +108,9 @@ fn expected(scenario: &Scenario) -> BTreeMap<(String, String, String), (Counts, 
             let mut admitted_in_window: BTreeMap<i64, u32> = BTreeMap::new();
             for &at in &arrivals[ni] {
                 let clock = at - t0;
-                // Every boundary of these scripts and of the 1 s windows is a whole second:
-                // an arrival within 1 ms of one could land either side of it.
+                // Every boundary of these scripts and of the 1 s windows is a whole second: the
+                // seed must keep arrivals 1 ms clear of them (within NEAR_S, below, a request
+                // may still count either side).
                 let margin = (clock - clock.round()).abs();
                 assert!(
                     margin > 0.001 || clock < 0.01,
@@ -312,16 +315,22 @@ fn every_figure_and_gate_verdict_of_a_run_against_scripted_targets_is_the_one_co
         "oracle-500-cut",
         "oracle-slow-second",
     ] {
-        recovered(target, 0.0..=1.0, 0..=1);
+        recovered(target, 0.0..=1.0, 0..=0);
     }
     // After a cut that closed every connection, the client reconnects each one, and those
     // first seconds' latency is the (debug) harness's as much as the target's: runs here saw
-    // it back at once, after 1 s, with a relapse, or in band only from the third second. What
-    // holds is that it comes back.
-    assert_ne!(recovery("oracle-drop-cut"), Recovery::Never);
-    recovered("oracle-slow-recovery", 2.0..=3.0, 0..=1);
+    // it back at once, after 1 s, with a relapse, or in band only from the third second (too
+    // late to be measured in the 5 s left). It comes back within 3 s.
+    match recovery("oracle-drop-cut") {
+        Recovery::Recovered { after_s, .. } => assert!(after_s <= 3.0, "drop-cut: {after_s}"),
+        Recovery::NotMeasured { at_least_s, .. } => {
+            assert!(at_least_s <= 3.0, "drop-cut: {at_least_s}");
+        }
+        Recovery::Never => panic!("drop-cut never came back"),
+    }
+    recovered("oracle-slow-recovery", 2.0..=3.0, 0..=0);
     assert_eq!(recovery("oracle-never-recovers"), Recovery::Never);
-    recovered("oracle-relapse", 0.0..=1.0, 1..=2);
+    recovered("oracle-relapse", 0.0..=1.0, 1..=1);
 
     // Every gate's verdict on every target.
     let (_, checks) = gate::gate_folder(&folder, None, false).unwrap();
@@ -362,21 +371,26 @@ fn every_figure_and_gate_verdict_of_a_run_against_scripted_targets_is_the_one_co
         drop_cut,
         with_initech("oracle-drop-cut", vec!["wrongful_denial globex"])
     );
-    // initech's few requests in the fault: its p99 is the slow second's if one met it.
-    let initech_slow = expected
+    // initech's few requests in the fault: its p99 is the slow second's if one met it (either
+    // way when one is near the slow second's bounds).
+    let (initech_slow, initech_near) = expected
         .get(&(
             "oracle-slow-second".to_owned(),
             "fault".to_owned(),
             "initech".to_owned(),
         ))
-        .is_some_and(|(_, _, slow)| *slow);
-    let mut slow_second = vec!["p99_ms"];
-    if initech_slow {
-        slow_second.push("p99_ms initech");
-    }
-    assert_eq!(
-        failed("oracle-slow-second"),
-        with_initech("oracle-slow-second", slow_second)
+        .map_or((false, false), |(_, near, slow)| (*slow, *near > 0));
+    let slow_second = |with_initech_slow: bool| {
+        let mut failures = vec!["p99_ms"];
+        if with_initech_slow {
+            failures.push("p99_ms initech");
+        }
+        with_initech("oracle-slow-second", failures)
+    };
+    let got = failed("oracle-slow-second");
+    assert!(
+        got == slow_second(initech_slow) || (initech_near && got == slow_second(!initech_slow)),
+        "{got:?}"
     );
     assert_eq!(
         failed("oracle-never-recovers"),

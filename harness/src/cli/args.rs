@@ -66,9 +66,9 @@ pub enum Command {
     #[command(subcommand)]
     Baseline(BaselineCommand),
     /// Compare a candidate with a baseline, per target × phase, deciding latency on the phase's
-    /// percentiles with a bootstrap over its seconds: exit 0 nothing worse, 1 something worse
-    /// or not measured, 3 a side's measurement cannot be trusted. Or two targets of one run:
-    /// `compare RESULTS --baseline-target OLD --candidate-target NEW`.
+    /// percentiles with a bootstrap over its seconds: exit 0 nothing worse, 1 something worse,
+    /// not measured or not comparable, 3 a side's measurement cannot be trusted. Or two targets
+    /// of one run: `compare RESULTS --baseline-target OLD --candidate-target NEW`.
     Compare(CompareArgs),
     /// Faults on an attached deployment.
     #[command(subcommand)]
