@@ -1,12 +1,14 @@
-//! What the harness's integration tests share: the workspace, looking a tenant up in a run,
-//! and a synthetic results folder (run.json, series.csv) with two targets, one that admits
-//! everything during the outage and one that answers 500.
+//! What the harness's integration tests share: the workspace, the CLI runner, looking a tenant
+//! up in a run, a synthetic results folder (run.json, series.csv) with two targets, one that
+//! admits everything during the outage and one that answers 500, a proxied Redis
+//! (`proxied`), a deployed fleet (`deployed`) and a scripted HTTP server (`scripted_server`).
 
 // Each test crate that includes this uses part of it.
 #![allow(dead_code)]
 
 pub(crate) mod deployed;
 pub(crate) mod proxied;
+pub(crate) mod scripted_server;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
