@@ -7,58 +7,20 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use failmode::results::RunResult;
 use failmode::run::progress::Say;
 use failmode::run::{RunError, RunOptions, run};
 use failmode::scenario::Scenario;
+use support::stub::{
+    children_logging_under, start_long_stub_run, stub_scenario_text, stub_workspace,
+    wait_until_a_tenant_is_served,
+};
 use support::{failmode, schema_errors, tenant_in, workspace};
 use tokio_util::sync::CancellationToken;
 
 const OUTAGE: &str = include_str!("fixtures/outage.toml");
-
-/// Whether any instance log under `results` (`<scenario>/<run>/logs/*.log`) contains `text`.
-fn instance_logs_contain(results: &Path, text: &str) -> bool {
-    let Ok(scenarios) = std::fs::read_dir(results) else {
-        return false;
-    };
-    scenarios
-        .flatten()
-        .filter_map(|s| std::fs::read_dir(s.path()).ok())
-        .flatten()
-        .flatten()
-        .filter_map(|run| std::fs::read_dir(run.path().join("logs")).ok())
-        .flatten()
-        .flatten()
-        .any(|log| {
-            std::fs::read_to_string(log.path())
-                .map(|t| t.contains(text))
-                .unwrap_or(false)
-        })
-}
-
-/// Processes started for a test folder: every child the harness starts writes its stdout to
-/// a log inside the folder (redis-server rewrites its command line, so that cannot be used).
-fn children_logging_under(needle: &str) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .chars()
-                .all(|c| c.is_ascii_digit())
-        })
-        .filter_map(|e| {
-            let stdout = std::fs::read_link(e.path().join("fd/1")).ok()?;
-            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            (stdout.to_string_lossy().contains(needle) && !text.contains("cargo")).then_some(text)
-        })
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_the_reference() {
@@ -307,65 +269,6 @@ fn list_shows_the_scenarios_and_targets() {
     assert!(!stdout.contains("INVALID"), "{stdout}");
 }
 
-/// A workspace of its own with one stub target served by python3, so a test can make an
-/// instance fail readiness or die mid-run.
-/// A project (a `failmode/` folder) outside the checkout whose one target is a Python stub.
-fn stub_workspace(behaviour: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let stub = dir.path().join("failmode/targets/stub");
-    std::fs::create_dir_all(&stub).unwrap();
-    std::fs::write(
-        stub.join("stub.py"),
-        r#"import http.server, os, threading
-port = int(os.environ["PORT"])
-mode = os.environ["MODE"]
-if mode == "crash":
-    print("stub: cannot start, on purpose", flush=True)
-    raise SystemExit(3)
-served = False
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        global served
-        self.send_response(200)
-        self.send_header("content-length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-        self.wfile.flush()
-        if not served and self.headers.get("x-caller") not in (None, "failmode-warm-up"):
-            served = True
-            print("stub: served a tenant", flush=True)
-    def log_message(self, *a):
-        pass
-if mode == "die" and os.environ["INDEX"] == "1":
-    threading.Timer(1.5, lambda: os._exit(9)).start()
-http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
-"#,
-    )
-    .unwrap();
-    std::fs::write(
-        stub.join("target.toml"),
-        format!(
-            r#"default_instances = 2
-start = {{ command = ["python3", "{}"], env = {{ PORT = "{{port}}", MODE = "{behaviour}", INDEX = "{{instance_index}}" }} }}
-ready = {{ path = "/", timeout = "3s" }}
-request = {{ path = "/", caller_header = "x-caller" }}
-[[variants]]
-name = "stub"
-"#,
-            stub.join("stub.py").display()
-        ),
-    )
-    .unwrap();
-    dir
-}
-
-/// The outage scenario's population against the stub target, with these phases.
-fn stub_scenario_text(phases: &str) -> String {
-    OUTAGE.split("[[targets]]").next().unwrap().to_owned()
-        + "[[targets]]\nname = \"stub\"\n"
-        + phases
-}
-
 fn stub_scenario() -> Scenario {
     let text = stub_scenario_text(
         "[[phases]]\nname = \"steady\"\nstart = \"0s\"\nend = \"2s\"\n[[phases]]\nname = \"fault\"\nstart = \"2s\"\nend = \"4s\"\n",
@@ -456,38 +359,8 @@ async fn an_instance_that_dies_mid_run_is_recorded_and_the_run_goes_on() {
 #[test]
 fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
     let ws = stub_workspace("serve");
-    std::fs::create_dir_all(ws.path().join("failmode/scenarios")).unwrap();
-    let text = stub_scenario_text("[[phases]]\nname = \"steady\"\nstart = \"0s\"\nend = \"30s\"\n");
-    std::fs::write(ws.path().join("failmode/scenarios/long.toml"), text).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_failmode"))
-        .args(["run", "long", "--no-build"])
-        .current_dir(ws.path())
-        // The stub workspace has no .tools of its own.
-        .env("FAILMODE_TOOLS", workspace().join(".tools"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the load is running (the stub's instances are up), then interrupt.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let ws_path = ws.path().to_string_lossy().into_owned();
-    while children_logging_under(&ws_path)
-        .iter()
-        .filter(|c| c.contains("stub.py"))
-        .count()
-        < 2
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // Then until a tenant's request was answered: the run has counts to keep.
-    while !instance_logs_contain(&ws.path().join("results"), "stub: served a tenant") {
-        assert!(std::time::Instant::now() < deadline, "no tenant was served");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut child = start_long_stub_run(ws.path());
+    wait_until_a_tenant_is_served(ws.path());
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGINT,

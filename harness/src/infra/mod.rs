@@ -1,6 +1,7 @@
 //! What a run's Redis and Toxiproxy run as: child processes the harness starts (redis-server,
 //! toxiproxy-server; the target instances too), each in its own process group, logging to a
-//! file the caller names and killed with its whole group when dropped; or, with the cargo
+//! file the caller names and killed with its whole group when dropped, or by its watcher
+//! (`guard`) when the harness dies without dropping it; or, with the cargo
 //! feature `docker` and `--infra docker`, containers at the pinned images (`containers`,
 //! `images`). And the clients that speak to them: Toxiproxy's HTTP API (`toxiproxy`) and
 //! the commands that are faults inside a Redis (`redis_native`). Nothing here knows what a
@@ -9,6 +10,7 @@
 pub mod backend;
 #[cfg(feature = "docker")]
 pub mod containers;
+pub mod guard;
 pub mod images;
 pub mod process;
 pub mod programs;

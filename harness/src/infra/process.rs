@@ -1,6 +1,7 @@
 //! One child process the harness owns: spawned in its own process group, its output appended
-//! to a log file, the whole group killed when it is dropped, and readiness waits that fail
-//! fast (quoting the log) when the child dies instead of answering.
+//! to a log file, the whole group killed when it is dropped (or by its watcher, `guard`, when
+//! the harness dies), and readiness waits that fail fast (quoting the log) when the child dies
+//! instead of answering.
 
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
@@ -17,6 +18,7 @@ use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
+use super::guard::GroupGuard;
 use super::programs::{missing_binary, resolve};
 
 /// How many lines of a child's log an error quotes.
@@ -166,6 +168,9 @@ pub struct ChildProcess {
     /// The child has been waited for and the group killed: nothing is left to signal, and
     /// the pid may belong to someone else by now.
     reaped: bool,
+    /// Kills the group if the harness dies without dropping this; disarmed when it is dropped
+    /// (after the group is killed or reaped).
+    _guard: GroupGuard,
 }
 
 impl ChildProcess {
@@ -250,6 +255,15 @@ impl ChildProcess {
                 source: std::io::Error::other("the child has no pid"),
             });
         };
+        let guard = GroupGuard::watch(pid.unsigned_abs()).map_err(|source| {
+            // Unwatched, it would outlive a harness that dies: not started at all.
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            InfraError::Spawn {
+                name: format!("the watcher of {name}"),
+                program: "sh".into(),
+                source,
+            }
+        })?;
         tracing::debug!(name, pid, log = %log_path.display(), "started {command_line}");
         Ok(Self {
             name: name.to_owned(),
@@ -260,6 +274,7 @@ impl ChildProcess {
             log_start,
             exit: None,
             reaped: false,
+            _guard: guard,
         })
     }
 

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::infra::guard::GroupGuard;
 use crate::infra::{ChildProcess, InfraError, free_port};
 pub use fleet::{Fleet, FleetError, FleetLaunch};
 pub use manifest::{ManifestError, TargetDef};
@@ -84,7 +85,14 @@ pub async fn build(defs: &[TargetDef], root: &Path) -> Result<(), TargetError> {
             .kill_on_drop(true)
             .spawn()
             .map_err(failed)?;
-        let group = BuildGroup(child.id());
+        let group = BuildGroup {
+            pid: child.id(),
+            _guard: child
+                .id()
+                .map(GroupGuard::watch)
+                .transpose()
+                .map_err(failed)?,
+        };
         let output = child.wait_with_output().await.map_err(failed)?;
         group.done();
         if !output.status.success() {
@@ -104,18 +112,22 @@ pub async fn build(defs: &[TargetDef], root: &Path) -> Result<(), TargetError> {
     Ok(())
 }
 
-/// A build's process group, killed when dropped before the build ended.
-struct BuildGroup(Option<u32>);
+/// A build's process group, killed when dropped before the build ended, or by its watcher if
+/// the harness dies mid-build.
+struct BuildGroup {
+    pid: Option<u32>,
+    _guard: Option<GroupGuard>,
+}
 
 impl BuildGroup {
     fn done(mut self) {
-        self.0 = None;
+        self.pid = None;
     }
 }
 
 impl Drop for BuildGroup {
     fn drop(&mut self) {
-        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
             // The leader is not reaped yet (its future was dropped), so the group id is ours.
             let _ = nix::sys::signal::killpg(
                 nix::unistd::Pid::from_raw(pid),

@@ -1,0 +1,106 @@
+//! Nothing a run started outlives the harness, however the harness ends: killed with SIGKILL
+//! (an OOM kill, a cancelled CI job), or told to quit at once by a second Ctrl-C. Every
+//! process the run started (Toxiproxy, a redis-server per target, the instances and the
+//! instances' own children) is found from the process tree before the end, and must be gone,
+//! by pid and by process group, within a second of it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use support::stub::{
+    Proc, descendants, start_long_stub_run, stub_workspace, survivors,
+    wait_until_a_tenant_is_served,
+};
+
+/// How long after the harness's end its children may still be alive.
+const GONE_WITHIN: Duration = Duration::from_secs(1);
+
+/// The processes of a run, as found while it runs; whatever is still alive when this is
+/// dropped (a failing test) is killed, so a failure leaves nothing behind either.
+struct RunProcesses(Vec<Proc>);
+
+impl RunProcesses {
+    /// The harness's descendants once a tenant was served: the instances, their children, the
+    /// redis-servers, Toxiproxy and their watchers.
+    fn of(harness: &Child) -> Self {
+        let found = descendants(harness.id() as i32);
+        let names: Vec<&str> = found.iter().map(|p| p.name.as_str()).collect();
+        for expected in ["redis-server", "toxiproxy-serve", "python3", "sleep"] {
+            assert!(names.contains(&expected), "no {expected} among {names:?}");
+        }
+        Self(found)
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        self.0.iter().map(|p| p.pid).collect()
+    }
+
+    fn groups(&self) -> Vec<i32> {
+        let mut groups: Vec<i32> = self.0.iter().map(|p| p.group).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        groups
+    }
+
+    /// Waits up to [`GONE_WITHIN`] from `since` for every one of them to be gone; the ones
+    /// still running then.
+    fn left_after(&self, since: Instant) -> Vec<Proc> {
+        loop {
+            let left = survivors(&self.pids(), &self.groups());
+            if left.is_empty() || since.elapsed() > GONE_WITHIN {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for RunProcesses {
+    fn drop(&mut self) {
+        for group in self.groups() {
+            let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+        }
+    }
+}
+
+#[test]
+fn sigkill_of_the_harness_mid_run_leaves_no_process_of_the_run_running() {
+    let ws = stub_workspace("serve");
+    let mut harness = start_long_stub_run(ws.path());
+    wait_until_a_tenant_is_served(ws.path());
+    let run = RunProcesses::of(&harness);
+    kill(Pid::from_raw(harness.id() as i32), Signal::SIGKILL).unwrap();
+    harness.wait().unwrap();
+    let left = run.left_after(Instant::now());
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+#[test]
+fn a_second_ctrl_c_quits_at_once_and_leaves_no_process_of_the_run_running() {
+    let ws = stub_workspace("serve");
+    let mut harness = start_long_stub_run(ws.path());
+    wait_until_a_tenant_is_served(ws.path());
+    let run = RunProcesses::of(&harness);
+    let pid = Pid::from_raw(harness.id() as i32);
+    kill(pid, Signal::SIGINT).unwrap();
+    // The second only once the first is being handled: two at once would arrive as one.
+    let stderr = BufReader::new(harness.stderr.take().unwrap());
+    let mut lines = stderr.lines().map_while(Result::ok);
+    assert!(
+        lines.any(|l| l.contains("again to quit at once")),
+        "the first Ctrl-C was not answered"
+    );
+    kill(pid, Signal::SIGINT).unwrap();
+    let status = harness.wait().unwrap();
+    let quit = Instant::now();
+    assert_eq!(status.code(), Some(130));
+    let left = run.left_after(quit);
+    assert!(left.is_empty(), "still running: {left:?}");
+}
