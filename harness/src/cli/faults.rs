@@ -10,7 +10,6 @@ use tokio_util::sync::CancellationToken;
 use super::run::{ScenarioArgs, ended, millis_since_epoch};
 use super::signals::watch_signals;
 use crate::deployment::Deployment;
-use crate::infra::Infra;
 use crate::infra::redis_native::unpause;
 use crate::infra::toxiproxy::Toxiproxy;
 use crate::load::Share;
@@ -18,7 +17,7 @@ use crate::project::Project;
 use crate::results::Worker;
 use crate::run::progress::Say;
 use crate::run::world::undo_on;
-use crate::run::{RunOptions, parse_start_at, run};
+use crate::run::{RunOptions, Topology, parse_start_at, run};
 
 #[derive(Debug, Subcommand)]
 pub enum FaultsCommand {
@@ -104,8 +103,7 @@ async fn play(
         targets: None,
         out: args.out,
         build: false,
-        attach: Some(deployment),
-        infra: Infra::Local,
+        topology: Topology::Attached(deployment),
         worker: Some(Worker {
             share: Share { index: 0, count: 0 },
             start_at_ms: millis_since_epoch(start_at),

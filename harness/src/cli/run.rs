@@ -18,7 +18,7 @@ use crate::report;
 use crate::results::{RunResult, Worker};
 use crate::run::progress::Say;
 use crate::run::repeat::run_repeated;
-use crate::run::{RunError, RunOptions, parse_start_at};
+use crate::run::{RunError, RunOptions, Topology, parse_start_at};
 use crate::scenario::Scenario;
 
 /// The scenario as a run plays it: which, its seed, its time scale, where its results go.
@@ -121,9 +121,7 @@ pub(super) async fn run(args: RunArgs, project: &Project) -> anyhow::Result<u8> 
     if args.batch == Some(0) {
         anyhow::bail!("--batch must be at least 1");
     }
-    // Before anything else is read: a binary that cannot start the asked backend.
-    args.infra.check_built()?;
-    let attach = attach_of(&args)?;
+    let topology = topology_of(&args)?;
     let worker = worker_of(&args)?;
     if args.batch.is_some() && args.repeat > 1 {
         anyhow::bail!(
@@ -140,8 +138,7 @@ pub(super) async fn run(args: RunArgs, project: &Project) -> anyhow::Result<u8> 
         targets: args.targets,
         out: args.run.out,
         build: !args.no_build,
-        attach,
-        infra: args.infra,
+        topology,
         worker,
     };
     let repeated = match run_repeated(options, repeat, args.batch, interrupt, &Say::new()).await {
@@ -192,23 +189,34 @@ pub(super) fn print_tables(r: &RunResult) {
     }
 }
 
-/// `--attach` read, and checked against the flags that name targets themselves.
-fn attach_of(args: &RunArgs) -> anyhow::Result<Option<Deployment>> {
-    match &args.attach {
-        Some(path) => {
-            if args.batch.is_some() || args.targets.is_some() {
-                anyhow::bail!(
-                    "--attach names the targets in its file: it cannot be combined with \
-                     --batch or --targets"
-                );
-            }
-            Ok(Some(Deployment::read(path, args.allow_remote)?))
+/// `--attach` and `--infra` as the one topology they name, refused here when they name two:
+/// `--attach` is also checked against the flags that name targets themselves.
+fn topology_of(args: &RunArgs) -> anyhow::Result<Topology> {
+    let Some(path) = &args.attach else {
+        if args.allow_remote {
+            anyhow::bail!("--allow-remote only applies with --attach");
         }
-        None if args.allow_remote => {
-            anyhow::bail!("--allow-remote only applies with --attach")
-        }
-        None => Ok(None),
+        // Before the run reads anything: a binary that cannot start the asked backend.
+        args.infra.check_built()?;
+        return Ok(args.infra.into());
+    };
+    if args.infra != Infra::Local {
+        anyhow::bail!(
+            "--attach and --infra {} cannot be combined: --attach starts nothing, --infra \
+             says what to start Redis and Toxiproxy as",
+            args.infra
+        );
     }
+    if args.batch.is_some() || args.targets.is_some() {
+        anyhow::bail!(
+            "--attach names the targets in its file: it cannot be combined with --batch or \
+             --targets"
+        );
+    }
+    Ok(Topology::Attached(Deployment::read(
+        path,
+        args.allow_remote,
+    )?))
 }
 
 /// `--worker`, `--start-at`, `--no-faults` checked against the rest of `run`'s flags.

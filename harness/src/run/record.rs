@@ -9,8 +9,7 @@ use super::plan::in_flight_bound;
 use super::progress::Say;
 use super::start::start_shown;
 use super::timeline::FAULT_REPORT;
-use super::{RunError, RunOptions, accounting};
-use crate::infra::Infra;
+use super::{RunError, RunOptions, Topology, accounting};
 use crate::load::{LoadError, LoadSummary};
 use crate::metrics::Measured;
 use crate::results::folder::RunFolder;
@@ -145,7 +144,7 @@ pub(super) fn assemble(
 
 /// What each target was and met, beside what was measured.
 fn target_facts(opts: &RunOptions, defs: &[TargetDef], ran: &Ran) -> Vec<TargetFacts> {
-    let attached = opts.attach.is_some();
+    let attached = opts.topology.attached().is_some();
     defs.iter()
         .zip(&ran.instance_counts)
         .enumerate()
@@ -180,13 +179,13 @@ fn target_facts(opts: &RunOptions, defs: &[TargetDef], ran: &Ran) -> Vec<TargetF
 /// How the run ran, when that is not the plain local way: attached, in containers, a worker.
 fn setting_notes(opts: &RunOptions) -> Vec<String> {
     let mut notes = Vec::new();
-    if let Some(deployment) = &opts.attach {
+    if let Some(deployment) = opts.topology.attached() {
         notes.push(format!(
             "attached to the deployment in {}: nothing was started, its targets' settings are \
              its own",
             deployment.path.display()
         ));
-    } else if opts.infra == Infra::Docker {
+    } else if matches!(opts.topology, Topology::Docker) {
         use crate::infra::images::{REDIS_IMAGE, REDIS_TAG, TOXIPROXY_IMAGE, TOXIPROXY_TAG};
         // Docker's port forwarding is on every Redis call: a reader comparing with a local run
         // must know.
