@@ -12,7 +12,7 @@ use super::signals::watch_signals;
 use crate::deployment::Deployment;
 use crate::infra::redis_native::unpause;
 use crate::infra::toxiproxy::Toxiproxy;
-use crate::load::Share;
+use crate::load::Role;
 use crate::project::Project;
 use crate::results::Worker;
 use crate::run::progress::Say;
@@ -105,7 +105,7 @@ async fn play(
         build: false,
         topology: Topology::Attached(deployment),
         worker: Some(Worker {
-            share: Share { index: 0, count: 0 },
+            role: Role::FaultPlayer,
             start_at_ms: millis_since_epoch(start_at),
             drives_faults: true,
         }),

@@ -12,7 +12,7 @@ use super::gate::gate_and_write;
 use super::signals::watch_signals;
 use crate::deployment::Deployment;
 use crate::infra::Infra;
-use crate::load::Share;
+use crate::load::{Role, Share};
 use crate::project::Project;
 use crate::report;
 use crate::results::{RunResult, Worker};
@@ -241,9 +241,9 @@ fn worker_of(args: &RunArgs) -> anyhow::Result<Option<Worker>> {
         anyhow::bail!("--worker needs --start-at TIME, the same for every worker");
     };
     Ok(Some(Worker {
-        share,
+        role: Role::Sender(share),
         start_at_ms: millis_since_epoch(start_at),
-        drives_faults: share.index == 1 && !w.no_faults,
+        drives_faults: share.index() == 1 && !w.no_faults,
     }))
 }
 

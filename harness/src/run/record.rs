@@ -10,7 +10,7 @@ use super::progress::Say;
 use super::start::start_shown;
 use super::timeline::FAULT_REPORT;
 use super::{RunError, RunOptions, Topology, accounting};
-use crate::load::{LoadError, LoadSummary};
+use crate::load::{LoadError, LoadSummary, Role};
 use crate::metrics::Measured;
 use crate::results::folder::RunFolder;
 use crate::results::{self, Event, LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts};
@@ -62,9 +62,11 @@ pub(super) fn create_folder(
     // folder.
     let out = opts.out.clone().or_else(|| {
         opts.worker.map(|w| {
-            let who = match w.share.index {
-                0 => "faults".to_owned(),
-                k => format!("worker-{k}-of-{}", w.share.count),
+            let who = match w.role {
+                Role::FaultPlayer => "faults".to_owned(),
+                Role::Sender(share) => {
+                    format!("worker-{}-of-{}", share.index(), share.count())
+                }
             };
             opts.results_root
                 .join(&scenario.name)
@@ -196,22 +198,22 @@ fn setting_notes(opts: &RunOptions) -> Vec<String> {
         ));
     }
     if let Some(w) = &opts.worker {
-        notes.push(match w.share.index {
-            0 => "worker 0: this process sent no load, it played the fault timeline; \
-                  `failmode merge` puts it together with the workers' folders"
+        notes.push(match w.role {
+            Role::FaultPlayer => "worker 0: this process sent no load, it played the fault \
+                                  timeline; `failmode merge` puts it together with the workers' \
+                                  folders"
                 .to_owned(),
-            k => format!(
-                "worker {}: this process sent arrival i of every schedule when i mod {} = {}; \
-                 {}; `failmode merge` puts the {} workers' folders together",
-                w.share,
-                w.share.count,
-                k - 1,
+            Role::Sender(share) => format!(
+                "worker {share}: this process sent arrival i of every schedule when i mod {} = \
+                 {}; {}; `failmode merge` puts the {} workers' folders together",
+                share.count(),
+                share.index() - 1,
                 if w.drives_faults {
                     "it played the faults"
                 } else {
                     "another process played the faults"
                 },
-                w.share.count
+                share.count()
             ),
         });
     }
@@ -253,10 +255,11 @@ fn trouble_notes(opts: &RunOptions, ran: &Ran) -> Vec<String> {
             "{} requests were not sent: the in-flight bound ({} per target{}) was reached",
             ran.summary.dropped_by_cause.in_flight_bound,
             in_flight_bound(&opts.scenario, opts.worker),
-            match opts.worker {
-                Some(w) if w.share.count > 1 => format!(
+            match opts.worker.map(|w| w.role) {
+                Some(Role::Sender(share)) if share.count() > 1 => format!(
                     " in this worker: the scenario's {} shared among {} workers",
-                    opts.scenario.max_in_flight_per_target, w.share.count
+                    opts.scenario.max_in_flight_per_target,
+                    share.count()
                 ),
                 _ => String::new(),
             }
