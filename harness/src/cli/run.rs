@@ -128,18 +128,11 @@ pub(super) async fn run(args: RunArgs, project: &Project) -> anyhow::Result<u8> 
             "--batch and --repeat cannot be combined yet: run the batches once per repeat"
         );
     }
-    let interrupt = CancellationToken::new();
-    tokio::spawn(watch_signals(interrupt.clone()));
+    let (options, interrupt) = run_options(project, scenario, args.run, topology, worker);
     let options = RunOptions {
-        results_root: project.results_dir(),
-        root: project.root().to_owned(),
-        scenario,
-        duration_scale: args.run.duration_scale,
         targets: args.targets,
-        out: args.run.out,
         build: !args.no_build,
-        topology,
-        worker,
+        ..options
     };
     let repeated = match run_repeated(options, repeat, args.batch, interrupt, &Say::new()).await {
         Ok(repeated) => repeated,
@@ -162,6 +155,32 @@ pub(super) async fn run(args: RunArgs, project: &Project) -> anyhow::Result<u8> 
         return gate_and_write(&outcome.folder.path, None, false);
     }
     Ok(0)
+}
+
+/// The options of a run of `scenario` in `project` as `args` ask, on `topology` (neither
+/// other targets nor a build: `run` sets its own), and the token that a signal, watched from
+/// now on, cancels.
+pub(super) fn run_options(
+    project: &Project,
+    scenario: Scenario,
+    args: ScenarioArgs,
+    topology: Topology,
+    worker: Option<Worker>,
+) -> (RunOptions, CancellationToken) {
+    let interrupt = CancellationToken::new();
+    tokio::spawn(watch_signals(interrupt.clone()));
+    let options = RunOptions {
+        results_root: project.results_dir(),
+        root: project.root().to_owned(),
+        scenario,
+        duration_scale: args.duration_scale,
+        targets: None,
+        out: args.out,
+        build: false,
+        topology,
+        worker,
+    };
+    (options, interrupt)
 }
 
 /// A run's error as the command ends on it: interrupted before any load, exit 130 with what
