@@ -303,7 +303,7 @@ fn child_engine(rate: f64, secs: u64, addr: SocketAddr) {
         seed: 1,
         request_timeout: Duration::from_secs(2),
         max_in_flight_per_target: 1_000,
-        share: failmode::load::Share::WHOLE,
+        role: failmode::load::Role::Sender(failmode::load::Share::WHOLE),
     };
     let tally = Arc::new(Tally {
         requests: SPLIT.iter().map(|_| AtomicU64::new(0)).collect(),

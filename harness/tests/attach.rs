@@ -25,8 +25,7 @@ fn options(scenario: &str, d: &ByHand, out: &std::path::Path) -> RunOptions {
         targets: None,
         out: Some(out.join("run")),
         build: true,
-        attach: Some(d.deployment.clone()),
-        infra: failmode::infra::Infra::Local,
+        topology: failmode::run::Topology::Attached(d.deployment.clone()),
         worker: None,
     }
 }
@@ -133,4 +132,25 @@ async fn a_fault_the_deployment_cannot_take_or_a_proxy_a_dead_run_left_is_refuse
     assert!(proxy.enabled);
     let names: Vec<&str> = proxy.toxics.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["theirs"]);
+}
+
+#[test]
+fn attach_with_infra_docker_is_refused_from_the_flags_naming_both() {
+    let refused = support::failmode(&[
+        "run",
+        "slow-redis",
+        "--attach",
+        "no-such-deployment.toml",
+        "--infra",
+        "docker",
+    ]);
+    let (_, stderr) = support::output_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--attach") && stderr.contains("--infra docker"),
+        "{stderr}"
+    );
+    // Refused from the flags alone: neither the deployment file read nor the build asked of.
+    assert!(!stderr.contains("no-such-deployment"), "{stderr}");
+    assert!(!stderr.contains("--features docker"), "{stderr}");
 }

@@ -18,7 +18,7 @@ use failmode::compare::{
     Certainty, CompareError, CompareOptions, Comparison, Evidence, Metric, Row, RunSet, Side,
     Verdict, compare, load_set, render_markdown, render_table, save_baseline,
 };
-use failmode::load::{Outcome, Recorder, Sample, Share, TransportError};
+use failmode::load::{Outcome, Recorder, Role, Sample, Share, TransportError};
 use failmode::metrics::Collector;
 use failmode::results::folder::RunFolder;
 use failmode::results::hlog;
@@ -751,7 +751,7 @@ fn a_workers_share_is_refused() {
     write_run(tmp.path(), &[("reference", STEADY)], 24);
     edit_run(tmp.path(), |run| {
         run.worker = Some(Worker {
-            share: Share { index: 1, count: 2 },
+            role: Role::Sender(Share::new(1, 2).unwrap()),
             start_at_ms: 0,
             drives_faults: true,
         });

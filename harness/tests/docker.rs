@@ -14,7 +14,6 @@ mod support;
 
 use std::process::Command;
 
-use failmode::infra::Infra;
 use failmode::run::progress::Say;
 use failmode::run::{RunOptions, run};
 use failmode::scenario::Scenario;
@@ -82,8 +81,7 @@ async fn a_run_in_containers_admits_to_the_limit_and_shows_the_cut_and_the_slow_
             targets: None,
             out: Some(folder.clone()),
             build: true,
-            attach: None,
-            infra: Infra::Docker,
+            topology: failmode::run::Topology::Docker,
             worker: None,
         },
         CancellationToken::new(),

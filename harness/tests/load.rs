@@ -76,7 +76,7 @@ fn plan(instances: Vec<SocketAddr>, tenants: Vec<TenantPlan>, duration: Duration
         seed: 42,
         request_timeout: Duration::from_secs(2),
         max_in_flight_per_target: 1_000,
-        share: failmode::load::Share::WHOLE,
+        role: failmode::load::Role::Sender(failmode::load::Share::WHOLE),
     }
 }
 

@@ -249,8 +249,7 @@ async fn run_with(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDi
             out: Some(out.path().join("run")),
             // Built just above, one build at a time.
             build: false,
-            attach: None,
-            infra: failmode::infra::Infra::Local,
+            topology: failmode::run::Topology::Local,
             worker: None,
         },
         CancellationToken::new(),

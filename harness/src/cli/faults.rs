@@ -5,20 +5,17 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use clap::Subcommand;
-use tokio_util::sync::CancellationToken;
 
-use super::run::{ScenarioArgs, ended, millis_since_epoch};
-use super::signals::watch_signals;
+use super::run::{ScenarioArgs, ended, millis_since_epoch, run_options};
 use crate::deployment::Deployment;
-use crate::infra::Infra;
 use crate::infra::redis_native::unpause;
 use crate::infra::toxiproxy::Toxiproxy;
-use crate::load::Share;
+use crate::load::Role;
 use crate::project::Project;
 use crate::results::Worker;
 use crate::run::progress::Say;
 use crate::run::world::undo_on;
-use crate::run::{RunOptions, parse_start_at, run};
+use crate::run::{Topology, parse_start_at, run};
 
 #[derive(Debug, Subcommand)]
 pub enum FaultsCommand {
@@ -94,24 +91,18 @@ async fn play(
 ) -> anyhow::Result<u8> {
     let scenario = args.scenario(project)?;
     let deployment = Deployment::read(attach, allow_remote)?;
-    let interrupt = CancellationToken::new();
-    tokio::spawn(watch_signals(interrupt.clone()));
-    let options = RunOptions {
-        results_root: project.results_dir(),
-        root: project.root().to_owned(),
-        scenario,
-        duration_scale: args.duration_scale,
-        targets: None,
-        out: args.out,
-        build: false,
-        attach: Some(deployment),
-        infra: Infra::Local,
-        worker: Some(Worker {
-            share: Share { index: 0, count: 0 },
-            start_at_ms: millis_since_epoch(start_at),
-            drives_faults: true,
-        }),
+    let worker = Worker {
+        role: Role::FaultPlayer,
+        start_at_ms: millis_since_epoch(start_at),
+        drives_faults: true,
     };
+    let (options, interrupt) = run_options(
+        project,
+        scenario,
+        args,
+        Topology::Attached(deployment),
+        Some(worker),
+    );
     let outcome = match run(options, interrupt, &Say::new()).await {
         Ok(outcome) => outcome,
         Err(e) => return ended(e, "playing the faults failed"),

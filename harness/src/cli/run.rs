@@ -12,13 +12,13 @@ use super::gate::gate_and_write;
 use super::signals::watch_signals;
 use crate::deployment::Deployment;
 use crate::infra::Infra;
-use crate::load::Share;
+use crate::load::{Role, Share};
 use crate::project::Project;
 use crate::report;
 use crate::results::{RunResult, Worker};
 use crate::run::progress::Say;
 use crate::run::repeat::run_repeated;
-use crate::run::{RunError, RunOptions, parse_start_at};
+use crate::run::{RunError, RunOptions, Topology, parse_start_at};
 use crate::scenario::Scenario;
 
 /// The scenario as a run plays it: which, its seed, its time scale, where its results go.
@@ -121,28 +121,18 @@ pub(super) async fn run(args: RunArgs, project: &Project) -> anyhow::Result<u8> 
     if args.batch == Some(0) {
         anyhow::bail!("--batch must be at least 1");
     }
-    // Before anything else is read: a binary that cannot start the asked backend.
-    args.infra.check_built()?;
-    let attach = attach_of(&args)?;
+    let topology = topology_of(&args)?;
     let worker = worker_of(&args)?;
     if args.batch.is_some() && args.repeat > 1 {
         anyhow::bail!(
             "--batch and --repeat cannot be combined yet: run the batches once per repeat"
         );
     }
-    let interrupt = CancellationToken::new();
-    tokio::spawn(watch_signals(interrupt.clone()));
+    let (options, interrupt) = run_options(project, scenario, args.run, topology, worker);
     let options = RunOptions {
-        results_root: project.results_dir(),
-        root: project.root().to_owned(),
-        scenario,
-        duration_scale: args.run.duration_scale,
         targets: args.targets,
-        out: args.run.out,
         build: !args.no_build,
-        attach,
-        infra: args.infra,
-        worker,
+        ..options
     };
     let repeated = match run_repeated(options, repeat, args.batch, interrupt, &Say::new()).await {
         Ok(repeated) => repeated,
@@ -165,6 +155,32 @@ pub(super) async fn run(args: RunArgs, project: &Project) -> anyhow::Result<u8> 
         return gate_and_write(&outcome.folder.path, None, false);
     }
     Ok(0)
+}
+
+/// The options of a run of `scenario` in `project` as `args` ask, on `topology` (neither
+/// other targets nor a build: `run` sets its own), and the token that a signal, watched from
+/// now on, cancels.
+pub(super) fn run_options(
+    project: &Project,
+    scenario: Scenario,
+    args: ScenarioArgs,
+    topology: Topology,
+    worker: Option<Worker>,
+) -> (RunOptions, CancellationToken) {
+    let interrupt = CancellationToken::new();
+    tokio::spawn(watch_signals(interrupt.clone()));
+    let options = RunOptions {
+        results_root: project.results_dir(),
+        root: project.root().to_owned(),
+        scenario,
+        duration_scale: args.duration_scale,
+        targets: None,
+        out: args.out,
+        build: false,
+        topology,
+        worker,
+    };
+    (options, interrupt)
 }
 
 /// A run's error as the command ends on it: interrupted before any load, exit 130 with what
@@ -192,23 +208,34 @@ pub(super) fn print_tables(r: &RunResult) {
     }
 }
 
-/// `--attach` read, and checked against the flags that name targets themselves.
-fn attach_of(args: &RunArgs) -> anyhow::Result<Option<Deployment>> {
-    match &args.attach {
-        Some(path) => {
-            if args.batch.is_some() || args.targets.is_some() {
-                anyhow::bail!(
-                    "--attach names the targets in its file: it cannot be combined with \
-                     --batch or --targets"
-                );
-            }
-            Ok(Some(Deployment::read(path, args.allow_remote)?))
+/// `--attach` and `--infra` as the one topology they name, refused here when they name two:
+/// `--attach` is also checked against the flags that name targets themselves.
+fn topology_of(args: &RunArgs) -> anyhow::Result<Topology> {
+    let Some(path) = &args.attach else {
+        if args.allow_remote {
+            anyhow::bail!("--allow-remote only applies with --attach");
         }
-        None if args.allow_remote => {
-            anyhow::bail!("--allow-remote only applies with --attach")
-        }
-        None => Ok(None),
+        // Before the run reads anything: a binary that cannot start the asked backend.
+        args.infra.check_built()?;
+        return Ok(args.infra.into());
+    };
+    if args.infra != Infra::Local {
+        anyhow::bail!(
+            "--attach and --infra {} cannot be combined: --attach starts nothing, --infra \
+             says what to start Redis and Toxiproxy as",
+            args.infra
+        );
     }
+    if args.batch.is_some() || args.targets.is_some() {
+        anyhow::bail!(
+            "--attach names the targets in its file: it cannot be combined with --batch or \
+             --targets"
+        );
+    }
+    Ok(Topology::Attached(Deployment::read(
+        path,
+        args.allow_remote,
+    )?))
 }
 
 /// `--worker`, `--start-at`, `--no-faults` checked against the rest of `run`'s flags.
@@ -233,9 +260,9 @@ fn worker_of(args: &RunArgs) -> anyhow::Result<Option<Worker>> {
         anyhow::bail!("--worker needs --start-at TIME, the same for every worker");
     };
     Ok(Some(Worker {
-        share,
+        role: Role::Sender(share),
         start_at_ms: millis_since_epoch(start_at),
-        drives_faults: share.index == 1 && !w.no_faults,
+        drives_faults: share.index() == 1 && !w.no_faults,
     }))
 }
 

@@ -1,38 +1,55 @@
-//! The signals that stop a run or a fault player, watched for the commands that start one.
+//! The signals that stop a run, a fault player or a check, watched for the commands that
+//! start one.
 
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-/// SIGINT, SIGTERM (a cancelled CI job) and SIGHUP (a closed terminal) all stop the run
-/// cleanly: load stopped, faults removed, children stopped, results written. A second signal
-/// means "now": exit at once, without that cleanup.
-pub(super) async fn watch_signals(interrupt: CancellationToken) {
-    let (Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        let _ = tokio::signal::ctrl_c().await;
-        interrupt.cancel();
-        return;
-    };
-    let mut first = true;
-    loop {
-        let name = tokio::select! {
-            _ = tokio::signal::ctrl_c() => "interrupted",
-            _ = term.recv() => "terminated",
-            _ = hup.recv() => "hung up",
-        };
-        if first {
-            eprintln!(
-                "\n{name}: stopping the load, removing faults, stopping every child, writing what was measured (again to quit at once)"
-            );
-            interrupt.cancel();
-            first = false;
-        } else {
-            eprintln!(
-                "{name} again: quitting at once; children may be left running (see the run's logs/)"
-            );
-            std::process::exit(130);
+/// SIGINT, SIGTERM (a cancelled CI job) and SIGHUP (a closed terminal), listened for from
+/// creation on, so one sent meanwhile is not lost.
+pub(super) struct Signals {
+    /// `None` when they cannot be listened for: then Ctrl-C alone.
+    streams: Option<[Signal; 3]>,
+}
+
+impl Signals {
+    pub(super) fn new() -> Self {
+        let streams = (|| {
+            Some([
+                signal(SignalKind::interrupt()).ok()?,
+                signal(SignalKind::terminate()).ok()?,
+                signal(SignalKind::hangup()).ok()?,
+            ])
+        })();
+        Self { streams }
+    }
+
+    /// The next signal, by what it means for the command: "interrupted", "terminated" or
+    /// "hung up".
+    pub(super) async fn next(&mut self) -> &'static str {
+        match &mut self.streams {
+            Some([int, term, hup]) => tokio::select! {
+                _ = int.recv() => "interrupted",
+                _ = term.recv() => "terminated",
+                _ = hup.recv() => "hung up",
+            },
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+                "interrupted"
+            }
         }
     }
+}
+
+/// A run stops cleanly on the first signal: load stopped, faults removed, children stopped,
+/// results written. A second means "now": exit at once, without that cleanup.
+pub(super) async fn watch_signals(interrupt: CancellationToken) {
+    let mut signals = Signals::new();
+    let name = signals.next().await;
+    eprintln!(
+        "\n{name}: stopping the load, removing faults, stopping every child, writing what was measured (again to quit at once)"
+    );
+    interrupt.cancel();
+    let name = signals.next().await;
+    eprintln!("{name} again: quitting at once; children may be left running (see the run's logs/)");
+    std::process::exit(130);
 }

@@ -213,10 +213,11 @@ fn check_set(path: &Path, set: &RunSet) -> Result<(), CompareError> {
         .iter()
         .find_map(|r| r.run.worker.filter(|w| w.is_share()))
     {
+        let (index, count) = worker.written_share();
         return Err(CompareError::Worker {
             path: path.to_owned(),
-            index: worker.share.index,
-            count: worker.share.count,
+            index,
+            count,
         });
     }
     if set.repeats.is_empty() {

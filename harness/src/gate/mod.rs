@@ -532,11 +532,8 @@ pub fn refuse_incomplete(
 ) -> Result<(), GateError> {
     let path = folder.display().to_string();
     if let Some(worker) = run.worker.filter(|w| w.is_share()) {
-        return Err(GateError::Worker {
-            path,
-            index: worker.share.index,
-            count: worker.share.count,
-        });
+        let (index, count) = worker.written_share();
+        return Err(GateError::Worker { path, index, count });
     }
     if run.partial && !allow_partial {
         return Err(GateError::Partial { path });

@@ -432,7 +432,7 @@ fn a_partial_run_is_gated_only_when_allowed_and_a_workers_share_never() {
     assert!(refuse_incomplete(folder, &r, true).is_ok());
     r.partial = false;
     r.worker = Some(crate::results::Worker {
-        share: crate::load::Share { index: 2, count: 2 },
+        role: crate::load::Role::Sender(crate::load::Share::new(2, 2).unwrap()),
         start_at_ms: 0,
         drives_faults: false,
     });
@@ -440,7 +440,7 @@ fn a_partial_run_is_gated_only_when_allowed_and_a_workers_share_never() {
     assert!(e.to_string().contains("merge the workers first"), "{e}");
     // One worker of one sent the whole traffic: a whole run.
     r.worker = Some(crate::results::Worker {
-        share: crate::load::Share::WHOLE,
+        role: crate::load::Role::Sender(crate::load::Share::WHOLE),
         start_at_ms: 0,
         drives_faults: true,
     });

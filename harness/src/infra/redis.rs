@@ -165,6 +165,23 @@ pub async fn info_at(name: &str, addr: SocketAddr, section: &str) -> Result<Stri
     }
 }
 
+/// The commands a Redis has executed by its `INFO commandstats`: `calls=` summed over the
+/// `cmdstat_*` lines, leaving out the `INFO` that reads them (failmode's own).
+pub fn commands_executed(commandstats: &str) -> u64 {
+    commandstats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .filter_map(|l| {
+            let calls = l
+                .split_once(':')?
+                .1
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("calls="))?;
+            calls.parse::<u64>().ok()
+        })
+        .sum()
+}
+
 fn spawn(name: &str, dir: &Path, addr: SocketAddr) -> Result<ChildProcess, InfraError> {
     let port = addr.port().to_string();
     let mut args: Vec<OsString> = [
@@ -230,4 +247,20 @@ async fn info_exchange(addr: SocketAddr, section: &str) -> Result<String, String
         .map_err(|e| format!("reply cut short: {e}"))?;
     body.truncate(len);
     String::from_utf8(body).map_err(|_| "the reply is not UTF-8".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_summed_without_failmode_s_own_info() {
+        let stats = "# Commandstats\r\n\
+                     cmdstat_evalsha:calls=120,usec=900,usec_per_call=7.50,rejected_calls=0,failed_calls=0\r\n\
+                     cmdstat_script|load:calls=3,usec=30,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n\
+                     cmdstat_client|setinfo:calls=2,usec=2,usec_per_call=1.0,rejected_calls=0,failed_calls=0\r\n\
+                     cmdstat_info:calls=7,usec=70,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n";
+        assert_eq!(commands_executed(stats), 125);
+        assert_eq!(commands_executed("# Commandstats\r\n"), 0);
+    }
 }

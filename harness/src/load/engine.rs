@@ -60,7 +60,9 @@ use super::in_flight::{InFlight, Settled};
 use super::pacer::Pacer;
 use super::prepared::Prepared;
 use super::schedule::Schedule;
-use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread};
+use super::{
+    DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Rotation, Sample, Share, Spread,
+};
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
 /// they never share a stream with the arrival schedules.
@@ -297,6 +299,11 @@ impl Load {
         recorder: Arc<dyn Recorder>,
     ) -> Self {
         let mut streams = Vec::with_capacity(plan.targets.len() * plan.tenants.len());
+        // A fault player's streams send nothing: any share rotates them.
+        let share = match plan.role {
+            Role::Sender(share) => share,
+            Role::FaultPlayer => Share::WHOLE,
+        };
         for target in 0..plan.targets.len() {
             for (tenant, c) in plan.tenants.iter().enumerate() {
                 streams.push(Stream {
@@ -310,10 +317,10 @@ impl Load {
                         c.arrival,
                         plan.duration,
                     )
-                    .share(plan.share),
+                    .role(plan.role),
                     spread: c.spread,
-                    next_instance: tenant + plan.share.index.saturating_sub(1) as usize,
-                    step: plan.share.count.max(1) as usize,
+                    next_instance: tenant + share.index() as usize - 1,
+                    step: share.count() as usize,
                     client: c.client,
                     rng: {
                         let mut rng = ChaCha8Rng::seed_from_u64(plan.seed ^ CLIENT_SEED_SALT);

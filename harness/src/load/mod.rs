@@ -87,21 +87,48 @@ pub struct TargetPlan {
 /// Which arrivals of every schedule this process sends: worker `index` of `count` sends
 /// arrival i (counted from 0 in each target × tenant schedule) when i mod count = index − 1,
 /// so N workers with the same seed send the whole schedule between them, each request once.
-/// Index 0 sends nothing (a process that only plays the fault timeline).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// Always 1 ≤ index ≤ count: a process that sends nothing is a [`Role::FaultPlayer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Share {
-    pub index: u32,
-    pub count: u32,
+    index: u32,
+    count: u32,
 }
 
 impl Share {
     /// The whole schedule: one process alone.
     pub const WHOLE: Share = Share { index: 1, count: 1 };
 
+    /// Worker `index` of `count`, if 1 ≤ index ≤ count.
+    pub fn new(index: u32, count: u32) -> Option<Self> {
+        (1..=count)
+            .contains(&index)
+            .then_some(Self { index, count })
+    }
+
+    /// Which worker (from 1).
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    /// Of how many.
+    pub fn count(self) -> u32 {
+        self.count
+    }
+
     /// Whether arrival `i` of a schedule is this share's.
     pub fn takes(self, i: u64) -> bool {
-        self.index > 0 && self.count > 0 && i % u64::from(self.count) == u64::from(self.index - 1)
+        i % u64::from(self.count) == u64::from(self.index - 1)
     }
+}
+
+/// What one process sends of every schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Nothing: it only plays the fault timeline, for workers that all run with `--no-faults`
+    /// (`failmode faults play`).
+    FaultPlayer,
+    /// Its share ([`Share::WHOLE`] alone).
+    Sender(Share),
 }
 
 impl std::fmt::Display for Share {
@@ -122,10 +149,7 @@ impl std::str::FromStr for Share {
             k.trim().parse::<u32>().map_err(|_| bad())?,
             n.trim().parse::<u32>().map_err(|_| bad())?,
         );
-        if index == 0 || index > count {
-            return Err(bad());
-        }
-        Ok(Self { index, count })
+        Self::new(index, count).ok_or_else(bad)
     }
 }
 
@@ -140,8 +164,8 @@ pub struct LoadPlan {
     pub request_timeout: Duration,
     /// Requests in flight per target at most; one due beyond it is dropped and counted.
     pub max_in_flight_per_target: usize,
-    /// The arrivals this process sends ([`Share::WHOLE`] alone).
-    pub share: Share,
+    /// The arrivals this process sends (`Role::Sender(Share::WHOLE)` alone).
+    pub role: Role,
 }
 
 /// Why a request got no HTTP answer.

@@ -23,7 +23,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{Arrival, Share};
+use super::{Arrival, Role, Share};
 
 /// The arrival offsets of one target × tenant, in non-decreasing order, all below the run's
 /// duration.
@@ -97,11 +97,11 @@ impl Schedule {
         }
     }
 
-    /// Only `share`'s arrivals of this schedule.
-    pub fn share(mut self, share: Share) -> Self {
-        self.share = share;
-        if share.index == 0 {
-            self.kind = Kind::Done;
+    /// Only the arrivals of this schedule `role` sends.
+    pub fn role(mut self, role: Role) -> Self {
+        match role {
+            Role::FaultPlayer => self.kind = Kind::Done,
+            Role::Sender(share) => self.share = share,
         }
         self
     }
@@ -262,7 +262,7 @@ mod tests {
             let shares: Vec<Vec<Duration>> = (1..=count)
                 .map(|index| {
                     Schedule::new(seed, 0, 0, rate, arrival, duration)
-                        .share(Share { index, count })
+                        .role(Role::Sender(Share::new(index, count).unwrap()))
                         .collect()
                 })
                 .collect();
@@ -276,17 +276,17 @@ mod tests {
     }
 
     #[test]
-    fn share_zero_sends_nothing() {
+    fn a_fault_player_sends_nothing() {
         let none: Vec<Duration> =
             Schedule::new(1, 0, 0, 100.0, Arrival::Poisson, Duration::from_secs(1))
-                .share(Share { index: 0, count: 3 })
+                .role(Role::FaultPlayer)
                 .collect();
         assert!(none.is_empty());
     }
 
     #[test]
     fn worker_k_of_n_parses_and_nonsense_is_refused() {
-        assert_eq!("2/3".parse::<Share>(), Ok(Share { index: 2, count: 3 }));
+        assert_eq!("2/3".parse::<Share>(), Ok(Share::new(2, 3).unwrap()));
         for bad in ["0/3", "4/3", "3", "a/b", "1/0", ""] {
             assert!(bad.parse::<Share>().is_err(), "{bad}");
         }

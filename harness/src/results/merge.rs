@@ -16,6 +16,7 @@ use super::read::{ReadError, read_series};
 use super::{
     LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts, Worker, build_targets,
 };
+use crate::load::{Role, Share};
 use crate::metrics::{Measured, MeasuredError, Shape, pack};
 use crate::scenario::{Scenario, ScenarioError};
 
@@ -295,27 +296,31 @@ fn check_same_run(parts: &[Part]) -> Result<(), MergeError> {
 /// Every share 1..=N exactly once, at most one faults-only process, and one process that
 /// played the faults (unless the scenario has none). Returns the index of that process.
 fn check_shares(parts: &[Part]) -> Result<Option<usize>, MergeError> {
-    let load: Vec<&Part> = parts.iter().filter(|p| p.worker.share.index > 0).collect();
-    let Some(count) = load.first().map(|p| p.worker.share.count) else {
+    let load: Vec<(&Part, Share)> = parts
+        .iter()
+        .filter_map(|p| match p.worker.role {
+            Role::Sender(share) => Some((p, share)),
+            Role::FaultPlayer => None,
+        })
+        .collect();
+    let Some(count) = load.first().map(|(_, share)| share.count()) else {
         return Err(MergeError::Shares(
             "no worker sent load: name the folders of `failmode run --worker K/N`".into(),
         ));
     };
     let mut seen = BTreeSet::new();
-    for p in &load {
-        if p.worker.share.count != count {
+    for &(p, share) in &load {
+        if share.count() != count {
             return Err(MergeError::Shares(format!(
-                "{} was worker {} but {} was worker {}: not the same split",
-                load[0].path.display(),
-                load[0].worker.share,
+                "{} was worker {} but {} was worker {share}: not the same split",
+                load[0].0.path.display(),
+                load[0].1,
                 p.path.display(),
-                p.worker.share
             )));
         }
-        if !seen.insert(p.worker.share.index) {
+        if !seen.insert(share.index()) {
             return Err(MergeError::Shares(format!(
-                "worker {} appears twice (again in {})",
-                p.worker.share,
+                "worker {share} appears twice (again in {})",
                 p.path.display()
             )));
         }
@@ -330,7 +335,12 @@ fn check_shares(parts: &[Part]) -> Result<Option<usize>, MergeError> {
             missing.join(", ")
         )));
     }
-    if parts.iter().filter(|p| p.worker.share.index == 0).count() > 1 {
+    if parts
+        .iter()
+        .filter(|p| p.worker.role == Role::FaultPlayer)
+        .count()
+        > 1
+    {
         return Err(MergeError::Shares(
             "two faults-only folders: one process plays the faults".into(),
         ));
@@ -372,10 +382,9 @@ fn same_folder(a: &Path, b: &Path) -> bool {
 }
 
 fn worker_name(w: &Worker) -> String {
-    if w.share.index == 0 {
-        "the faults-only process".to_owned()
-    } else {
-        format!("worker {}", w.share)
+    match w.role {
+        Role::FaultPlayer => "the faults-only process".to_owned(),
+        Role::Sender(share) => format!("worker {share}"),
     }
 }
 

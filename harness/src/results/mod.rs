@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::identity::CallerIdentity;
 pub use crate::identity::TenantIdentity;
 use crate::limits::TargetLimit;
+use crate::load::{Role, Share};
 use crate::metrics::derived;
 use crate::metrics::{Cell, Counts, Measured};
 use crate::scenario::Scenario;
@@ -240,10 +241,10 @@ pub struct RunResult {
 /// One of several processes that send a scenario's load together, each its share of every
 /// schedule, from one start time; `failmode merge` puts their results together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "WorkerRecord", try_from = "WorkerRecord")]
 pub struct Worker {
-    /// Which arrivals it sent (index 0: none, it only played the fault timeline).
-    #[serde(flatten)]
-    pub share: crate::load::Share,
+    /// Which arrivals it sent: its share, or none (it only played the fault timeline).
+    pub role: Role,
     /// When every worker's timeline started, ms since the Unix epoch.
     pub start_at_ms: u64,
     /// It applied the scenario's faults (one process does).
@@ -254,7 +255,55 @@ impl Worker {
     /// Whether this process sent a share of the traffic (or none, playing only the faults),
     /// not all of it: `--worker 1/1` is a whole run.
     pub fn is_share(&self) -> bool {
-        self.share != crate::load::Share::WHOLE
+        self.role != Role::Sender(Share::WHOLE)
+    }
+
+    /// Its share as (K, N), as run.json writes it: (0, 0) for the fault player.
+    pub fn written_share(&self) -> (u32, u32) {
+        match self.role {
+            Role::FaultPlayer => (0, 0),
+            Role::Sender(share) => (share.index(), share.count()),
+        }
+    }
+}
+
+/// A [`Worker`] as run.json has always written it: the fault player as worker 0/0.
+#[derive(Serialize, Deserialize)]
+struct WorkerRecord {
+    index: u32,
+    count: u32,
+    start_at_ms: u64,
+    drives_faults: bool,
+}
+
+impl From<Worker> for WorkerRecord {
+    fn from(w: Worker) -> Self {
+        let (index, count) = w.written_share();
+        Self {
+            index,
+            count,
+            start_at_ms: w.start_at_ms,
+            drives_faults: w.drives_faults,
+        }
+    }
+}
+
+impl TryFrom<WorkerRecord> for Worker {
+    type Error = String;
+
+    fn try_from(r: WorkerRecord) -> Result<Self, String> {
+        let role = match r.index {
+            0 => Role::FaultPlayer,
+            k => Role::Sender(
+                Share::new(k, r.count)
+                    .ok_or_else(|| format!("worker {k}/{} is not K/N with 1 ≤ K ≤ N", r.count))?,
+            ),
+        };
+        Ok(Self {
+            role,
+            start_at_ms: r.start_at_ms,
+            drives_faults: r.drives_faults,
+        })
     }
 }
 

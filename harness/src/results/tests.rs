@@ -186,3 +186,34 @@ fn a_503_before_any_fault_is_a_refusal_from_a_target_that_refuses_with_503_and_a
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].starts_with("other answered 50.0 %"), "{notes:?}");
 }
+
+#[test]
+fn a_worker_is_written_as_it_always_was_and_a_share_that_is_not_k_of_n_is_refused() {
+    use crate::load::{Role, Share};
+    let player = Worker {
+        role: Role::FaultPlayer,
+        start_at_ms: 7,
+        drives_faults: true,
+    };
+    let written = serde_json::to_value(player).unwrap();
+    assert_eq!(
+        written,
+        serde_json::json!({"index": 0, "count": 0, "start_at_ms": 7, "drives_faults": true})
+    );
+    assert_eq!(serde_json::from_value::<Worker>(written).unwrap(), player);
+    let second = Worker {
+        role: Role::Sender(Share::new(2, 3).unwrap()),
+        start_at_ms: 7,
+        drives_faults: false,
+    };
+    let written = serde_json::to_value(second).unwrap();
+    assert_eq!(
+        (written["index"].clone(), written["count"].clone()),
+        (2.into(), 3.into())
+    );
+    assert_eq!(serde_json::from_value::<Worker>(written).unwrap(), second);
+    let nonsense =
+        serde_json::json!({"index": 3, "count": 2, "start_at_ms": 7, "drives_faults": false});
+    let e = serde_json::from_value::<Worker>(nonsense).unwrap_err();
+    assert!(e.to_string().contains("3/2"), "{e}");
+}

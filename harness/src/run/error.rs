@@ -49,11 +49,6 @@ pub enum RunError {
     #[error(transparent)]
     DockerNotBuilt(#[from] crate::infra::DockerNotBuilt),
     #[error(
-        "--infra docker starts Redis and Toxiproxy in containers and --attach starts nothing: \
-         they cannot be combined"
-    )]
-    InfraWithAttach,
-    #[error(
         "phase {phase:?}'s fault `{fault}` cannot be played with --infra docker: it signals \
          failmode's own redis-server process, which is a container's there; run it with \
          --infra local"

@@ -16,6 +16,7 @@ pub mod repeat;
 mod snapshot;
 mod start;
 pub mod timeline;
+mod topology;
 pub mod world;
 
 use std::path::PathBuf;
@@ -24,7 +25,6 @@ use std::time::{Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::infra::Infra;
 use crate::load;
 use crate::metrics::Collector;
 use crate::results::folder::RunFolder;
@@ -35,6 +35,7 @@ pub use batches::run_in_batches;
 pub use error::RunError;
 use progress::Say;
 pub use start::parse_start_at;
+pub use topology::Topology;
 
 /// What `failmode run` was asked.
 #[derive(Debug, Clone)]
@@ -53,11 +54,8 @@ pub struct RunOptions {
     pub out: Option<PathBuf>,
     /// Runs the manifests' build commands first.
     pub build: bool,
-    /// Attach to this deployment instead of starting one: its targets replace the
-    /// scenario's.
-    pub attach: Option<crate::deployment::Deployment>,
-    /// What Redis and Toxiproxy run as when the run starts them (not attached).
-    pub infra: Infra,
+    /// Started here (how) or attached to.
+    pub topology: Topology,
     /// One of several processes sending the load together (attached only): its share, the
     /// shared start, whether it plays the faults.
     pub worker: Option<Worker>,
@@ -90,7 +88,7 @@ pub async fn run(
 
     let started_at = SystemTime::now();
     let folder = record::create_folder(&opts, started_at)?;
-    if opts.build && opts.attach.is_none() {
+    if opts.build && opts.topology.attached().is_none() {
         say.line("building targets");
         targets::build(&defs, &opts.root).await?;
     }

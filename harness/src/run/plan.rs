@@ -3,7 +3,7 @@
 
 use super::RunOptions;
 use super::world::World;
-use crate::load::{self, LoadPlan, TargetPlan};
+use crate::load::{self, LoadPlan, Role, TargetPlan};
 use crate::results::Worker;
 use crate::scenario::Scenario;
 use crate::targets::TargetDef;
@@ -27,17 +27,19 @@ pub(super) fn load_plan(opts: &RunOptions, world: &World) -> LoadPlan {
         seed: scenario.seed,
         request_timeout: scenario.request_timeout,
         max_in_flight_per_target: in_flight_bound(scenario, opts.worker),
-        share: opts.worker.map_or(load::Share::WHOLE, |w| w.share),
+        role: opts
+            .worker
+            .map_or(Role::Sender(load::Share::WHOLE), |w| w.role),
     }
 }
 
 /// The requests in flight per target this process allows: a worker its share of the
 /// scenario's bound, so N workers together hold what one process would.
 pub(super) fn in_flight_bound(scenario: &Scenario, worker: Option<Worker>) -> usize {
-    match worker {
-        Some(w) if w.share.count > 1 => scenario
+    match worker.map(|w| w.role) {
+        Some(Role::Sender(share)) if share.count() > 1 => scenario
             .max_in_flight_per_target
-            .div_ceil(w.share.count as usize),
+            .div_ceil(share.count() as usize),
         _ => scenario.max_in_flight_per_target,
     }
 }

@@ -11,13 +11,14 @@ use crate::targets::{TargetDef, manifest};
 
 use super::progress::Say;
 use super::start::{start_passed, until_start};
-use super::{RunError, RunOptions};
+use super::{RunError, RunOptions, Topology};
 
 /// The targets this run drives, in order: an attached deployment's, `--targets`, or the
 /// scenario's; an attached deployment's word on a target (its limit, its caller identity) wins.
 pub(super) fn resolve(opts: &RunOptions) -> Result<Vec<TargetDef>, RunError> {
     let all = crate::project::Project::at(&opts.root).targets_for(&opts.scenario)?;
-    let names: Vec<String> = match &opts.attach {
+    let attached = opts.topology.attached();
+    let names: Vec<String> = match attached {
         Some(deployment) => deployment.targets.iter().map(|t| t.name.clone()).collect(),
         None => opts.targets.clone().unwrap_or_else(|| {
             opts.scenario
@@ -28,7 +29,7 @@ pub(super) fn resolve(opts: &RunOptions) -> Result<Vec<TargetDef>, RunError> {
         }),
     };
     let mut defs = manifest::select(&all, &names)?;
-    if let Some(deployment) = &opts.attach {
+    if let Some(deployment) = attached {
         // What the deployment file says of a target (its limit, its caller identity) wins.
         for (def, attached) in defs.iter_mut().zip(&deployment.targets) {
             *def = attached.over(def);
@@ -43,25 +44,20 @@ pub(super) fn refuse(opts: &RunOptions, say: &Say) -> Result<(), RunError> {
         // Before attaching too: a late worker must not touch the deployment at all.
         until_start(w).map_err(|late| start_passed(w, late))?;
     }
-    if let Some(deployment) = &opts.attach {
-        refuse_attached(opts, deployment, say)
-    } else if opts.infra == Infra::Local {
-        required("redis-server", &install_hint("redis-server"))?;
-        required("toxiproxy-server", &install_hint("toxiproxy-server"))?;
-        Ok(())
-    } else if let Some(refusal) = infra_refusal(opts.infra, &opts.scenario) {
-        Err(refusal)
-    } else {
-        Ok(())
+    match &opts.topology {
+        Topology::Attached(deployment) => refuse_attached(opts, deployment, say),
+        Topology::Local => {
+            required("redis-server", &install_hint("redis-server"))?;
+            required("toxiproxy-server", &install_hint("toxiproxy-server"))?;
+            Ok(())
+        }
+        Topology::Docker => docker_refusal(&opts.scenario).map_or(Ok(()), Err),
     }
 }
 
-/// Attached: refuses containers and the faults the deployment cannot take, then says what
-/// the run will touch and how to undo it.
+/// Attached: refuses the faults the deployment cannot take, then says what the run will
+/// touch and how to undo it.
 fn refuse_attached(opts: &RunOptions, deployment: &Deployment, say: &Say) -> Result<(), RunError> {
-    if opts.infra != Infra::Local {
-        return Err(RunError::InfraWithAttach);
-    }
     // Refused before anything is sent: a fault the deployment cannot take.
     if let Some((phase, fault)) = first_refused(&opts.scenario, Fault::attachable) {
         return Err(RunError::NotAttachable { phase, fault });
@@ -109,14 +105,11 @@ fn first_refused(
     })
 }
 
-/// Why `infra` refuses this run, checked before anything starts: a backend this binary lacks,
-/// or in containers a fault that needs failmode's own redis-server process.
-fn infra_refusal(infra: Infra, scenario: &Scenario) -> Option<RunError> {
-    if let Err(e) = infra.check_built() {
+/// Why containers refuse this run, checked before anything starts: a binary built without
+/// them, or a fault that needs failmode's own redis-server process.
+fn docker_refusal(scenario: &Scenario) -> Option<RunError> {
+    if let Err(e) = Infra::Docker.check_built() {
         return Some(e.into());
-    }
-    if infra != Infra::Docker {
-        return None;
     }
     first_refused(scenario, |f| !f.needs_redis_process())
         .map(|(phase, fault)| RunError::NotInContainers { phase, fault })
@@ -173,11 +166,9 @@ faults = [{faults}]
                { type = "noisy-neighbour" }, { type = "eviction" }, { type = "scale", to = 2 },
                { type = "kill-instance" }"#,
         );
-        assert!(infra_refusal(Infra::Local, &playable).is_none());
         for fault in [r#"{ type = "stall" }"#, r#"{ type = "redis-restart" }"#] {
             let refused = scenario(&format!(r#"{{ type = "down" }}, {fault}"#));
-            assert!(infra_refusal(Infra::Local, &refused).is_none());
-            match infra_refusal(Infra::Docker, &refused) {
+            match docker_refusal(&refused) {
                 Some(RunError::NotInContainers { phase, fault }) if cfg!(feature = "docker") => {
                     assert_eq!(phase, "fault");
                     assert!(
@@ -189,7 +180,7 @@ faults = [{faults}]
                 other => panic!("{fault}: {other:?}"),
             }
         }
-        match infra_refusal(Infra::Docker, &playable) {
+        match docker_refusal(&playable) {
             None if cfg!(feature = "docker") => {}
             Some(RunError::DockerNotBuilt(_)) if cfg!(not(feature = "docker")) => {}
             other => panic!("{other:?}"),
@@ -207,8 +198,7 @@ faults = [{faults}]
             targets: None,
             out: None,
             build: false,
-            attach: None,
-            infra: Infra::Docker,
+            topology: Topology::Docker,
             worker: None,
         };
         let error = super::super::run(opts, CancellationToken::new(), &Say::default())

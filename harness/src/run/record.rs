@@ -9,9 +9,8 @@ use super::plan::in_flight_bound;
 use super::progress::Say;
 use super::start::start_shown;
 use super::timeline::FAULT_REPORT;
-use super::{RunError, RunOptions, accounting};
-use crate::infra::Infra;
-use crate::load::{LoadError, LoadSummary};
+use super::{RunError, RunOptions, Topology, accounting};
+use crate::load::{LoadError, LoadSummary, Role};
 use crate::metrics::Measured;
 use crate::results::folder::RunFolder;
 use crate::results::{self, Event, LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts};
@@ -63,9 +62,11 @@ pub(super) fn create_folder(
     // folder.
     let out = opts.out.clone().or_else(|| {
         opts.worker.map(|w| {
-            let who = match w.share.index {
-                0 => "faults".to_owned(),
-                k => format!("worker-{k}-of-{}", w.share.count),
+            let who = match w.role {
+                Role::FaultPlayer => "faults".to_owned(),
+                Role::Sender(share) => {
+                    format!("worker-{}-of-{}", share.index(), share.count())
+                }
             };
             opts.results_root
                 .join(&scenario.name)
@@ -145,7 +146,7 @@ pub(super) fn assemble(
 
 /// What each target was and met, beside what was measured.
 fn target_facts(opts: &RunOptions, defs: &[TargetDef], ran: &Ran) -> Vec<TargetFacts> {
-    let attached = opts.attach.is_some();
+    let attached = opts.topology.attached().is_some();
     defs.iter()
         .zip(&ran.instance_counts)
         .enumerate()
@@ -180,13 +181,13 @@ fn target_facts(opts: &RunOptions, defs: &[TargetDef], ran: &Ran) -> Vec<TargetF
 /// How the run ran, when that is not the plain local way: attached, in containers, a worker.
 fn setting_notes(opts: &RunOptions) -> Vec<String> {
     let mut notes = Vec::new();
-    if let Some(deployment) = &opts.attach {
+    if let Some(deployment) = opts.topology.attached() {
         notes.push(format!(
             "attached to the deployment in {}: nothing was started, its targets' settings are \
              its own",
             deployment.path.display()
         ));
-    } else if opts.infra == Infra::Docker {
+    } else if matches!(opts.topology, Topology::Docker) {
         use crate::infra::images::{REDIS_IMAGE, REDIS_TAG, TOXIPROXY_IMAGE, TOXIPROXY_TAG};
         // Docker's port forwarding is on every Redis call: a reader comparing with a local run
         // must know.
@@ -197,22 +198,22 @@ fn setting_notes(opts: &RunOptions) -> Vec<String> {
         ));
     }
     if let Some(w) = &opts.worker {
-        notes.push(match w.share.index {
-            0 => "worker 0: this process sent no load, it played the fault timeline; \
-                  `failmode merge` puts it together with the workers' folders"
+        notes.push(match w.role {
+            Role::FaultPlayer => "worker 0: this process sent no load, it played the fault \
+                                  timeline; `failmode merge` puts it together with the workers' \
+                                  folders"
                 .to_owned(),
-            k => format!(
-                "worker {}: this process sent arrival i of every schedule when i mod {} = {}; \
-                 {}; `failmode merge` puts the {} workers' folders together",
-                w.share,
-                w.share.count,
-                k - 1,
+            Role::Sender(share) => format!(
+                "worker {share}: this process sent arrival i of every schedule when i mod {} = \
+                 {}; {}; `failmode merge` puts the {} workers' folders together",
+                share.count(),
+                share.index() - 1,
                 if w.drives_faults {
                     "it played the faults"
                 } else {
                     "another process played the faults"
                 },
-                w.share.count
+                share.count()
             ),
         });
     }
@@ -254,10 +255,11 @@ fn trouble_notes(opts: &RunOptions, ran: &Ran) -> Vec<String> {
             "{} requests were not sent: the in-flight bound ({} per target{}) was reached",
             ran.summary.dropped_by_cause.in_flight_bound,
             in_flight_bound(&opts.scenario, opts.worker),
-            match opts.worker {
-                Some(w) if w.share.count > 1 => format!(
+            match opts.worker.map(|w| w.role) {
+                Some(Role::Sender(share)) if share.count() > 1 => format!(
                     " in this worker: the scenario's {} shared among {} workers",
-                    opts.scenario.max_in_flight_per_target, w.share.count
+                    opts.scenario.max_in_flight_per_target,
+                    share.count()
                 ),
                 _ => String::new(),
             }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 
 use super::world::{TargetWorld, World};
-use crate::infra::redis::info_at;
+use crate::infra::redis::{commands_executed, info_at};
 use crate::targets::sum_counter;
 
 /// Longer than a healthy answer by far; short enough not to blur a phase boundary.
@@ -41,22 +41,6 @@ pub(super) fn fallbacks_between(
             })
             .sum(),
     )
-}
-
-/// Sums `calls=` over `cmdstat_*` lines, leaving out the `INFO` these readings issue.
-pub(super) fn commands_executed(commandstats: &str) -> u64 {
-    commandstats
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
-        .filter_map(|l| {
-            let calls = l
-                .split_once(':')?
-                .1
-                .split(',')
-                .find_map(|kv| kv.strip_prefix("calls="))?;
-            calls.parse::<u64>().ok()
-        })
-        .sum()
 }
 
 /// The target's fallback counter of each running instance; `None` if it has none or any
@@ -106,15 +90,6 @@ pub(super) async fn take(world: &World, http: &reqwest::Client) -> Reading {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn commands_are_summed_without_the_readings_own_info() {
-        let stats = "# Commandstats\r\n\
-                     cmdstat_evalsha:calls=120,usec=900,usec_per_call=7.50,rejected_calls=0,failed_calls=0\r\n\
-                     cmdstat_script|load:calls=3,usec=30,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n\
-                     cmdstat_info:calls=7,usec=70,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n";
-        assert_eq!(commands_executed(stats), 123);
-    }
 
     #[test]
     fn fallbacks_count_each_process_from_its_own_start() {

@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::RunError;
 use super::progress::Say;
+use crate::load::Role;
 use crate::results::Worker;
 
 /// `--start-at`: an RFC 3339 time (`2026-11-30T20:00:00Z`, fractions allowed) or seconds
@@ -60,9 +61,9 @@ pub(super) async fn instant(
     let shown = start_shown(w);
     say.line(&format!(
         "{}: starting with the others at {shown}, in {:.1} s",
-        match w.share.index {
-            0 => "faults only".to_owned(),
-            _ => format!("worker {}", w.share),
+        match w.role {
+            Role::FaultPlayer => "faults only".to_owned(),
+            Role::Sender(share) => format!("worker {share}"),
         },
         wait.as_secs_f64()
     ));

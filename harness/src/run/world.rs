@@ -14,12 +14,12 @@ use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use super::progress::Say;
-use super::{RunError, RunOptions};
+use super::{RunError, RunOptions, Topology};
 use crate::deployment::Deployment;
 use crate::identity;
 use crate::infra::redis::SharedRedis;
 use crate::infra::toxiproxy::{Toxiproxy, ToxiproxyError};
-use crate::infra::{Infra, RedisServer, ToxiproxyServer};
+use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::load::Rotation;
 use crate::scenario::Scenario;
 use crate::targets::{Fleet, FleetLaunch, TargetDef};
@@ -403,33 +403,26 @@ pub(super) async fn start_or_attach(
     let started = tokio::select! {
         _ = interrupt.cancelled() => None,
         w = async {
-            match &opts.attach {
-                Some(deployment) => World::attach(deployment, defs, opts.plays_faults()).await,
-                None => start_world(opts.infra, &opts.scenario, defs, &opts.root, logs, say).await,
+            match &opts.topology {
+                Topology::Attached(deployment) => {
+                    World::attach(deployment, defs, opts.plays_faults()).await
+                }
+                Topology::Local => {
+                    World::start(&opts.scenario, defs, &opts.root, logs, |m| say.line(m)).await
+                }
+                #[cfg(feature = "docker")]
+                Topology::Docker => {
+                    World::start_in_containers(&opts.scenario, defs, &opts.root, logs, |m| {
+                        say.line(m)
+                    })
+                    .await
+                }
+                #[cfg(not(feature = "docker"))]
+                Topology::Docker => Err(crate::infra::DockerNotBuilt.into()),
             }
         } => Some(w),
     };
     started.unwrap_or_else(|| Err(RunError::InterruptedBeforeLoad(logs.to_owned())))
-}
-
-/// Starts the world on `infra`, which the preflight accepted.
-async fn start_world(
-    infra: Infra,
-    scenario: &Scenario,
-    defs: &[TargetDef],
-    root: &Path,
-    logs: &Path,
-    say: &Say,
-) -> Result<World, RunError> {
-    match infra {
-        Infra::Local => World::start(scenario, defs, root, logs, |m| say.line(m)).await,
-        #[cfg(feature = "docker")]
-        Infra::Docker => {
-            World::start_in_containers(scenario, defs, root, logs, |m| say.line(m)).await
-        }
-        #[cfg(not(feature = "docker"))]
-        Infra::Docker => Err(crate::infra::DockerNotBuilt.into()),
-    }
 }
 
 /// What a run may have left on `proxies` of a deployment's Toxiproxy, undone: its toxics

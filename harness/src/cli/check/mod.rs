@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 use probe::{Measured, Plan};
 use verdict::{Finding, Status};
 
+use super::signals::Signals;
+use crate::infra::redis::commands_executed;
 use crate::infra::{InfraError, RedisServer};
 use crate::project::Project;
 use crate::targets::{Fleet, FleetLaunch, ManifestError, TargetDef, TargetError};
@@ -108,7 +110,7 @@ pub async fn check(project: &Project, args: &CheckArgs) -> Result<Verdict, Check
         let build = crate::targets::build(std::slice::from_ref(&def), project.root());
         tokio::select! {
             built = build => built.map_err(Box::new)?,
-            () = signals.next() => return Ok(Verdict::Interrupted),
+            _ = signals.next() => return Ok(Verdict::Interrupted),
         }
     }
     let mut redis = RedisServer::start("redis-check", &log_dir)
@@ -136,7 +138,7 @@ pub async fn check(project: &Project, args: &CheckArgs) -> Result<Verdict, Check
     let examined = tokio::select! {
         // Dropped on a signal: the instances it started are killed with their process groups.
         found = examine(&def, &plan, (args.limit, args.window), &redis, &root, &log_dir) => Some(found),
-        () = signals.next() => None,
+        _ = signals.next() => None,
     };
     let _ = redis.stop().await;
     let Some(findings) = examined.transpose()? else {
@@ -319,72 +321,5 @@ async fn commands(redis: &RedisServer) -> Result<u64, String> {
         .info("commandstats")
         .await
         .map_err(|e| e.to_string())?;
-    Ok(command_calls(&info))
-}
-
-/// Sums `calls=` over the `cmdstat_*` lines of `INFO commandstats`, except `cmdstat_info`.
-fn command_calls(info: &str) -> u64 {
-    info.lines()
-        .filter_map(|l| l.strip_prefix("cmdstat_"))
-        .filter(|l| !l.starts_with("info:"))
-        .filter_map(|l| {
-            let calls = l.split_once(':')?.1.split(',').next()?;
-            calls.strip_prefix("calls=")?.parse::<u64>().ok()
-        })
-        .sum()
-}
-
-/// SIGINT, SIGTERM and SIGHUP: each ends the check, its children stopped.
-struct Signals {
-    streams: Option<[tokio::signal::unix::Signal; 3]>,
-}
-
-impl Signals {
-    fn new() -> Self {
-        use tokio::signal::unix::{SignalKind, signal};
-        let streams = (|| {
-            Some([
-                signal(SignalKind::interrupt()).ok()?,
-                signal(SignalKind::terminate()).ok()?,
-                signal(SignalKind::hangup()).ok()?,
-            ])
-        })();
-        Self { streams }
-    }
-
-    async fn next(&mut self) {
-        match &mut self.streams {
-            Some([int, term, hup]) => {
-                tokio::select! {
-                    _ = int.recv() => {}
-                    _ = term.recv() => {}
-                    _ = hup.recv() => {}
-                }
-            }
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-}
-
-impl std::fmt::Debug for Signals {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Signals")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn commands_are_summed_without_failmode_s_own_info() {
-        let info = "# Commandstats\r\n\
-                    cmdstat_evalsha:calls=120,usec=900,usec_per_call=7.5,rejected_calls=0,failed_calls=0\r\n\
-                    cmdstat_info:calls=3,usec=30,usec_per_call=10.0,rejected_calls=0,failed_calls=0\r\n\
-                    cmdstat_client|setinfo:calls=2,usec=2,usec_per_call=1.0,rejected_calls=0,failed_calls=0\r\n";
-        assert_eq!(command_calls(info), 122);
-        assert_eq!(command_calls("# Commandstats\r\n"), 0);
-    }
+    Ok(commands_executed(&info))
 }
