@@ -41,7 +41,7 @@ impl Signals {
 }
 
 /// A run stops cleanly on the first signal: load stopped, faults removed, children stopped,
-/// results written. A second means "now": exit at once, without that cleanup.
+/// results written. A second means "now": exit at once, without writing results.
 pub(super) async fn watch_signals(interrupt: CancellationToken) {
     let mut signals = Signals::new();
     let name = signals.next().await;
@@ -50,6 +50,11 @@ pub(super) async fn watch_signals(interrupt: CancellationToken) {
     );
     interrupt.cancel();
     let name = signals.next().await;
-    eprintln!("{name} again: quitting at once; children may be left running (see the run's logs/)");
+    // The children need no cleanup here: their watchers (`infra::guard`) kill them once this
+    // process is gone.
+    eprintln!(
+        "{name} again: quitting at once, without writing results; every child dies with failmode \
+         (an attached deployment's toxics and Docker containers may be left)"
+    );
     std::process::exit(130);
 }
