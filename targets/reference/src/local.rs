@@ -129,6 +129,17 @@ impl CaughtCallers {
                 .retain(|_, at| now.saturating_duration_since(*at) <= idle);
         }
     }
+
+    pub fn len(&self) -> usize {
+        self.routes
+            .iter()
+            .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[cfg(test)]
