@@ -205,17 +205,12 @@ pub fn parse_gates(tables: &[toml::Table]) -> Result<Vec<Gate>, GateError> {
             };
             // No value passes a NaN bound and every value passes an infinite one: a typo
             // that would fail or pass every run.
-            if let (Bound::Max(v) | Bound::Min(v)) = bound
-                && !v.is_finite()
-            {
-                return Err(invalid(format!(
-                    "`{}` = {v}: must be a finite number",
-                    if matches!(bound, Bound::Max(_)) {
-                        "max"
-                    } else {
-                        "min"
-                    }
-                )));
+            let (key, v) = match bound {
+                Bound::Max(v) => ("max", v),
+                Bound::Min(v) => ("min", v),
+            };
+            if !v.is_finite() {
+                return Err(invalid(format!("`{key}` = {v}: must be a finite number")));
             }
             if raw.tenant.is_some() && !metric.per_tenant() {
                 return Err(invalid(format!(
