@@ -81,6 +81,13 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
     cargo clippy -p failmode --features docker --all-targets -- -D warnings
 
+# Fuzz with many cases (`just test` runs 64 per property): the scenario, gates, manifest and
+# deployment parsers on arbitrary and mutated files, and the reference's HTTP surface on a real
+# redis-server. CASES per property (default 10000); about 2 minutes on 2 cores.
+fuzz CASES="10000": setup-core
+    FAILMODE_FUZZ_CASES={{CASES}} cargo test -p failmode --test fuzz
+    FAILMODE_FUZZ_CASES={{CASES}} cargo test -p failmode-reference --test fuzz_http
+
 # Benchmark the reference limiter: healthy decision vs a no-limit route, and with Redis hung.
 bench-reference *ARGS: setup
     cargo bench -p failmode-reference --bench reference -- {{ARGS}}

@@ -158,6 +158,19 @@ fn every_target() -> String {
     "*".to_owned()
 }
 
+/// The first of a gate's keys whose value is not of its type (a string, or for the bounds a
+/// number).
+fn mistyped_key(table: &toml::Table) -> Option<&str> {
+    table.iter().find_map(|(key, value)| {
+        let fits = match key.as_str() {
+            "target" | "phase" | "metric" | "tenant" => value.is_str(),
+            "max" | "min" => value.is_integer() || value.is_float(),
+            _ => true,
+        };
+        (!fits).then_some(key.as_str())
+    })
+}
+
 /// Validates gates as written (`[[gates]]` tables).
 pub fn parse_gates(tables: &[toml::Table]) -> Result<Vec<Gate>, GateError> {
     tables
@@ -166,10 +179,14 @@ pub fn parse_gates(tables: &[toml::Table]) -> Result<Vec<Gate>, GateError> {
         .map(|(i, table)| {
             let index = i + 1;
             let invalid = |message: String| GateError::Invalid { index, message };
-            let raw: RawGate = table
-                .clone()
-                .try_into()
-                .map_err(|e: toml::de::Error| invalid(e.message().to_owned()))?;
+            let raw: RawGate = table.clone().try_into().map_err(|e: toml::de::Error| {
+                // Deserializing a table drops the key from a type error ("invalid type: string
+                // \"x\", expected f64"): put back the key whose value is of the wrong type.
+                match mistyped_key(table) {
+                    Some(key) => invalid(format!("`{key}`: {}", e.message())),
+                    None => invalid(e.message().to_owned()),
+                }
+            })?;
             let metric = METRICS
                 .iter()
                 .find(|(n, _)| *n == raw.metric)
@@ -186,6 +203,15 @@ pub fn parse_gates(tables: &[toml::Table]) -> Result<Vec<Gate>, GateError> {
                 (None, Some(min)) => Bound::Min(min),
                 _ => return Err(invalid("needs exactly one of max or min".into())),
             };
+            // No value passes a NaN bound and every value passes an infinite one: a typo
+            // that would fail or pass every run.
+            let (key, v) = match bound {
+                Bound::Max(v) => ("max", v),
+                Bound::Min(v) => ("min", v),
+            };
+            if !v.is_finite() {
+                return Err(invalid(format!("`{key}` = {v}: must be a finite number")));
+            }
             if raw.tenant.is_some() && !metric.per_tenant() {
                 return Err(invalid(format!(
                     "{} is per target, not per tenant",

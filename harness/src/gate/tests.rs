@@ -190,6 +190,30 @@ fn a_threshold_on_what_the_run_does_not_have_is_an_error_not_a_pass() {
 }
 
 #[test]
+fn a_bound_of_the_wrong_type_or_not_finite_is_refused_naming_its_key() {
+    for (text, expect) in [
+        ("max = \"30\"", "gate 1: `max`: invalid type: string"),
+        ("min = true", "gate 1: `min`: invalid type: boolean"),
+        ("max = nan", "gate 1: `max` = NaN: must be a finite number"),
+        (
+            "min = -inf",
+            "gate 1: `min` = -inf: must be a finite number",
+        ),
+    ] {
+        let text = format!("[[gates]]\nphase = \"fault\"\nmetric = \"p99_ms\"\n{text}");
+        let e = gates(&text).unwrap_err().to_string();
+        assert!(e.starts_with(expect), "{e}");
+    }
+    let e = gates("[[gates]]\nphase = 1\nmetric = \"p99_ms\"\nmax = 1")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("gate 1: `phase`: invalid type: integer"),
+        "{e}"
+    );
+}
+
+#[test]
 fn globs_match_whole_names() {
     assert!(glob_matches("*", "fail-open"));
     assert!(glob_matches("fail-*", "fail-open"));

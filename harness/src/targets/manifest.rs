@@ -240,7 +240,8 @@ pub struct TargetDef {
     pub fallback_counter: Option<String>,
 }
 
-fn check_placeholders(path: &Path, text: &str) -> Result<(), ManifestError> {
+/// `key` is where `text` is written (`start.command`, `start.env.PORT`), for the error.
+fn check_placeholders(path: &Path, key: &str, text: &str) -> Result<(), ManifestError> {
     let mut rest = text;
     while let Some(open) = rest.find('{') {
         let after = &rest[open + 1..];
@@ -250,7 +251,7 @@ fn check_placeholders(path: &Path, text: &str) -> Result<(), ManifestError> {
             return Err(ManifestError::Invalid {
                 path: path.to_owned(),
                 message: format!(
-                    "unknown placeholder {{{name}}} in {text:?}; known: {}",
+                    "{key}: unknown placeholder {{{name}}} in {text:?}; known: {}",
                     PLACEHOLDERS.map(|p| format!("{{{p}}}")).join(" ")
                 ),
             });
@@ -290,8 +291,11 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
             raw.request.refuses_with
         )));
     }
-    for s in raw.start.command.iter().chain(raw.start.env.values()) {
-        check_placeholders(path, s)?;
+    for s in &raw.start.command {
+        check_placeholders(path, "start.command", s)?;
+    }
+    for (name, s) in &raw.start.env {
+        check_placeholders(path, &format!("start.env.{name}"), s)?;
     }
     let caller = caller_identity(
         raw.request.caller.as_deref(),
@@ -312,8 +316,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
                 v.name
             )));
         }
-        for s in v.env.values() {
-            check_placeholders(path, s)?;
+        for (name, s) in &v.env {
+            check_placeholders(path, &format!("variants.env.{name}"), s)?;
         }
         let mut env = raw.start.env.clone();
         env.extend(v.env);

@@ -408,6 +408,12 @@ impl Limiter {
         }
     }
 
+    /// Callers this instance holds state for (local counters and held refusals, every
+    /// route): what grows with distinct caller keys until [`Self::prune`] forgets idle ones.
+    pub fn tracked_callers(&self) -> usize {
+        self.local.len() + self.caught.len()
+    }
+
     /// Forgets idle callers; run periodically.
     pub fn prune(&self, now: Instant) {
         let longest = self

@@ -78,15 +78,20 @@ impl LocalCounters {
     }
 
     pub fn len(&self) -> usize {
-        self.routes
-            .iter()
-            .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).len())
-            .sum()
+        callers(&self.routes)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Entries over every route's map.
+fn callers<V>(routes: &[Mutex<HashMap<String, V>>]) -> usize {
+    routes
+        .iter()
+        .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).len())
+        .sum()
 }
 
 /// Callers the store refused recently, per route: what `fail-static` keeps enforcing.
@@ -128,6 +133,14 @@ impl CaughtCallers {
                 .unwrap_or_else(|e| e.into_inner())
                 .retain(|_, at| now.saturating_duration_since(*at) <= idle);
         }
+    }
+
+    pub fn len(&self) -> usize {
+        callers(&self.routes)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

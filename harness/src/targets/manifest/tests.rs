@@ -78,7 +78,7 @@ fn a_missing_targets_folder_is_named() {
 }
 
 #[test]
-fn an_unknown_placeholder_is_refused() {
+fn an_unknown_placeholder_is_refused_naming_the_key_it_is_in() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("target.toml");
     std::fs::write(
@@ -94,7 +94,19 @@ name = "x"
     )
     .unwrap();
     let err = read(&path).unwrap_err().to_string();
-    assert!(err.contains("{prot}"), "{err}");
+    assert!(
+        err.contains("start.command: unknown placeholder {prot}"),
+        "{err}"
+    );
+    let in_env = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("\"{prot}\"]", "\"{port}\"]")
+        .replace("name = \"x\"", "name = \"x\"\nenv = { PORT = \"{prot}\" }");
+    let err = parse(&in_env, &path).unwrap_err().to_string();
+    assert!(
+        err.contains("variants.env.PORT: unknown placeholder"),
+        "{err}"
+    );
 }
 
 #[test]
