@@ -10,12 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use super::build::build_targets;
 use super::folder::{RunFolder, timestamp};
 use super::hlog::{self, HlogError};
 use super::read::{ReadError, read_series};
-use super::{
-    LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts, Worker, build_targets,
-};
+use super::{LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts, Worker};
 use crate::metrics::{Measured, MeasuredError, Shape, pack};
 use crate::scenario::{Scenario, ScenarioError};
 
@@ -492,9 +491,9 @@ pub fn merge(
     // merged figures say again (a broken target, a late generator) is said of them below.
     let mut seen = BTreeSet::new();
     for part in &parts {
-        let recomputed: Vec<String> = super::broken_before_any_fault(&part.run.targets)
+        let recomputed: Vec<String> = super::trust::broken_before_any_fault(&part.run.targets)
             .into_iter()
-            .chain(super::machine_saturated(&part.run.targets))
+            .chain(super::trust::machine_saturated(&part.run.targets))
             .collect();
         for note in part.run.notes.iter().filter(|n| !recomputed.contains(n)) {
             let everyone = parts.iter().all(|p| p.run.notes.contains(note));
@@ -508,8 +507,8 @@ pub fn merge(
             }
         }
     }
-    notes.extend(super::broken_before_any_fault(&targets));
-    notes.extend(super::machine_saturated(&targets));
+    notes.extend(super::trust::broken_before_any_fault(&targets));
+    notes.extend(super::trust::machine_saturated(&targets));
 
     let start = SystemTime::UNIX_EPOCH + Duration::from_millis(first.worker.start_at_ms);
     let result = RunResult {
