@@ -119,7 +119,26 @@ impl Step<'_> {
             .ok_or_else(|| FaultError::NoFleet(fault.to_string()))
     }
 
+    /// Applies or removes `fault`: each family's steps side by side, by what they act on.
     async fn run(&self, fault: &Fault, op: Op, done: &mut Done) -> Result<(), FaultError> {
+        match fault {
+            Fault::Down {} | Fault::Flap { .. } | Fault::Toxic(_) | Fault::Hang {} => {
+                self.on_proxy(fault, op).await
+            }
+            Fault::Stall {} | Fault::RedisRestart { .. } => {
+                self.on_redis_process(fault, op, done).await
+            }
+            Fault::Scale { .. } | Fault::KillInstance { .. } => {
+                self.on_fleet(fault, op, done).await
+            }
+            Fault::ClientPause { .. } | Fault::NoisyNeighbour { .. } | Fault::Eviction { .. } => {
+                self.by_command(fault, op, done).await
+            }
+        }
+    }
+
+    /// The faults on the Toxiproxy proxy: disabled, or toxics added and removed.
+    async fn on_proxy(&self, fault: &Fault, op: Op) -> Result<(), FaultError> {
         let (client, proxy, name) = (self.client, self.proxy, self.name.as_str());
         match (fault, op) {
             (Fault::Down {}, Op::Apply) => client.set_enabled(proxy, false).await.map(drop)?,
@@ -127,13 +146,6 @@ impl Step<'_> {
                 client.set_enabled(proxy, true).await.map(drop)?;
             }
             (Fault::Flap { .. }, Op::Apply) => {}
-            (Fault::Stall {}, op) => {
-                let redis = self.redis(fault)?.lock().await;
-                match op {
-                    Op::Apply => redis.hang()?,
-                    Op::Remove => redis.resume()?,
-                }
-            }
             (Fault::Toxic(kind), Op::Apply) => {
                 client
                     .add_toxic(proxy, &Toxic::new(name.to_owned(), *kind))
@@ -152,6 +164,27 @@ impl Step<'_> {
                 let up = client.remove_toxic(proxy, &format!("{name}-up")).await;
                 let down = client.remove_toxic(proxy, &format!("{name}-down")).await;
                 up.and(down)?;
+            }
+            // Routed to the other steps by `run`.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The faults on failmode's own redis-server process: stopped, or killed and started again.
+    async fn on_redis_process(
+        &self,
+        fault: &Fault,
+        op: Op,
+        done: &mut Done,
+    ) -> Result<(), FaultError> {
+        match (fault, op) {
+            (Fault::Stall {}, op) => {
+                let redis = self.redis(fault)?.lock().await;
+                match op {
+                    Op::Apply => redis.hang()?,
+                    Op::Remove => redis.resume()?,
+                }
             }
             (Fault::RedisRestart { down }, Op::Apply) => {
                 let mut redis = self.redis(fault)?.lock().await;
@@ -172,6 +205,15 @@ impl Step<'_> {
                 ));
             }
             (Fault::RedisRestart { .. }, Op::Remove) => {}
+            // Routed to the other steps by `run`.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The faults on the target's instances: scaled, or one killed and replaced.
+    async fn on_fleet(&self, fault: &Fault, op: Op, done: &mut Done) -> Result<(), FaultError> {
+        match (fault, op) {
             (Fault::Scale { to, instance_count }, Op::Apply) => {
                 let fleet = self.fleet(fault)?;
                 self.sizes_before.lock().unwrap_or_else(|e| e.into_inner())[self.slot] =
@@ -206,6 +248,15 @@ impl Step<'_> {
                     .map_err(FleetError::from)?;
                 done.reports.extend(replaced);
             }
+            // Routed to the other steps by `run`.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The faults that are commands sent to the Redis: pauses, a noisy neighbour, eviction.
+    async fn by_command(&self, fault: &Fault, op: Op, done: &mut Done) -> Result<(), FaultError> {
+        match (fault, op) {
             (Fault::ClientPause { mode }, Op::Apply) => {
                 let addr = self.redis_addr(fault)?;
                 redis_native::pause(addr, self.length, *mode).await?;
@@ -251,6 +302,8 @@ impl Step<'_> {
                     ));
                 }
             }
+            // Routed to the other steps by `run`.
+            _ => {}
         }
         Ok(())
     }
