@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::faults::Fault;
-// Re-exported: `cli/init.rs` reads it from here (it can import `crate::names` once the CLI's
-// move to `cli/` has landed).
 use raw::RawScenario;
 use validate::Invalid;
 
