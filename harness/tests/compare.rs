@@ -20,10 +20,11 @@ use failmode::compare::{
 };
 use failmode::load::{Outcome, Recorder, Role, Sample, Share, TransportError};
 use failmode::metrics::Collector;
+use failmode::results::build::build_targets;
 use failmode::results::folder::RunFolder;
 use failmode::results::hlog;
 use failmode::results::read::read_series;
-use failmode::results::{PhaseFacts, RunResult, TargetFacts, Worker, build_targets, fixture};
+use failmode::results::{PhaseFacts, RunResult, TargetFacts, Worker, fixture};
 use failmode::scenario::Scenario;
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};

@@ -237,50 +237,7 @@ path = {request_path}
 pub(super) fn scenario_text(name: &str) -> String {
     let gates: String = ["slow", "cut"]
         .iter()
-        .map(|phase| {
-            format!(
-                r#"
-[[gates]]
-target = "{name}"
-phase = "{phase}"
-metric = "rate_5xx"
-max = 0.0
-
-[[gates]]
-target = "{name}"
-phase = "{phase}"
-metric = "wrongful_denial"
-tenant = "steady"
-max = 0.01
-
-[[gates]]
-target = "{name}"
-phase = "{phase}"
-metric = "wrongful_denial"
-tenant = "light"
-max = 0.01
-
-[[gates]]
-target = "{name}"
-phase = "{phase}"
-metric = "over_admission_beyond_window"
-tenant = "heavy"
-max = 0.05
-
-[[gates]]
-target = "{name}"
-phase = "{phase}"
-metric = "p99_ms"
-max = 30
-
-[[gates]]
-target = "{name}"
-phase = "{phase}"
-metric = "recovery_s"
-max = 5
-"#
-            )
-        })
+        .map(|phase| phase_gates(name, phase))
         .collect();
     format!(
         r#"# `{name}` beside failmode's reference limiter and fail-open, through a slow and then a cut
@@ -365,6 +322,52 @@ end = "120s"
 # p99 within 30 ms, back to the steady phase's band within 5 s. Change them to what your service
 # promises; `target = "*"` asks every target (fail-open then fails, as it should). Metrics:
 # docs/verdicts.md in failmode's repository.{gates}"#
+    )
+}
+
+/// The gates of one fault phase for the user's target: what the reference promises there.
+fn phase_gates(name: &str, phase: &str) -> String {
+    format!(
+        r#"
+[[gates]]
+target = "{name}"
+phase = "{phase}"
+metric = "rate_5xx"
+max = 0.0
+
+[[gates]]
+target = "{name}"
+phase = "{phase}"
+metric = "wrongful_denial"
+tenant = "steady"
+max = 0.01
+
+[[gates]]
+target = "{name}"
+phase = "{phase}"
+metric = "wrongful_denial"
+tenant = "light"
+max = 0.01
+
+[[gates]]
+target = "{name}"
+phase = "{phase}"
+metric = "over_admission_beyond_window"
+tenant = "heavy"
+max = 0.05
+
+[[gates]]
+target = "{name}"
+phase = "{phase}"
+metric = "p99_ms"
+max = 30
+
+[[gates]]
+target = "{name}"
+phase = "{phase}"
+metric = "recovery_s"
+max = 5
+"#
     )
 }
 

@@ -81,218 +81,30 @@
 //! side, 0 when none is. Input that cannot be compared (unreadable, a worker's share, an old
 //! baseline file) is a [`CompareError`], exit 2.
 
+mod error;
 mod options;
 mod render;
 mod rows;
 mod select;
 mod set;
 pub mod stats;
-
-use std::path::PathBuf;
+mod verdict;
 
 use serde::Serialize;
 
 use crate::limits::TargetLimit;
 use crate::results::RunResult;
-use crate::results::read::ReadError;
+pub use error::CompareError;
 pub use options::CompareOptions;
 pub use render::{render_markdown, render_table};
 pub use rows::{Evidence, LatencyCi, Rule, RunRecovery};
 pub use select::{TargetPair, TargetPick, compare_targets};
 pub use set::{Repeat, RunSet, Seconds, load_set, save_baseline};
+pub use verdict::{Certainty, Metric, Verdict};
 
 /// Bumped on any change a reader of a baseline file would notice. 2: each second's latency
 /// histogram and the runs' `series.csv` instead of per-second percentiles.
 pub const BASELINE_VERSION: u32 = 2;
-
-#[derive(Debug, thiserror::Error)]
-pub enum CompareError {
-    #[error(transparent)]
-    Read(#[from] ReadError),
-    #[error(transparent)]
-    Hlog(#[from] crate::results::hlog::HlogError),
-    #[error(
-        "{path} is neither a results folder (run.json), a repeat folder (run-1/, run-2/, …) nor a baseline file"
-    )]
-    NotResults { path: PathBuf },
-    #[error("{path} is not a failmode baseline file: {message}")]
-    Baseline { path: PathBuf, message: String },
-    #[error(
-        "{path} has baseline version {found}; this failmode reads version {BASELINE_VERSION}, \
-         which keeps each second's latency histogram: save the baseline again \
-         (failmode baseline save RESULTS) from a results folder"
-    )]
-    BaselineVersion { path: PathBuf, found: u64 },
-    #[error(
-        "{path} holds one worker's share of a run (--worker {index}/{count}): its latency and \
-         counts are part of the traffic, and its over-admission and wrongful denial are not \
-         measured; merge the workers first (failmode merge)"
-    )]
-    Worker {
-        path: PathBuf,
-        index: u32,
-        count: u32,
-    },
-    #[error("{path} holds runs of different scenarios: {first} and {other}")]
-    MixedScenarios {
-        path: PathBuf,
-        first: String,
-        other: String,
-    },
-    #[error(
-        "cannot compare runs of different scenarios: the baseline ran {baseline}, the candidate {candidate}"
-    )]
-    ScenarioMismatch { baseline: String, candidate: String },
-    #[error("scenario name {0:?} cannot name a baseline file")]
-    BadScenarioName(String),
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("the {side} ({results}) has no target {target:?}; it has: {known}")]
-    UnknownTarget {
-        side: &'static str,
-        results: String,
-        target: String,
-        known: String,
-    },
-    #[error(
-        "{results} is one run on both sides: target {target:?} against itself compares a \
-         measurement with itself; name two of its targets, --baseline-target OLD \
-         --candidate-target NEW (it has: {known})"
-    )]
-    SameTarget {
-        results: String,
-        target: String,
-        known: String,
-    },
-    #[error(
-        "one results given ({results}): name the two of its targets to compare, \
-         --baseline-target OLD --candidate-target NEW (it has: {known})"
-    )]
-    NoTargetsPicked { results: String, known: String },
-    #[error("invalid compare option: {0}")]
-    Options(String),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Metric {
-    P50,
-    P99,
-    P999,
-    Limited,
-    Unavailable,
-    Errors5xx,
-    TransportErrors,
-    OverAdmission,
-    WrongfulDenial,
-    ClientAmplification,
-    StoreAmplification,
-    Recovery,
-}
-
-impl Metric {
-    /// In the order of a phase's rows; [`Metric::Recovery`] only for a phase with faults.
-    pub const ALL: [Metric; 12] = [
-        Metric::P50,
-        Metric::P99,
-        Metric::P999,
-        Metric::Limited,
-        Metric::Unavailable,
-        Metric::Errors5xx,
-        Metric::TransportErrors,
-        Metric::OverAdmission,
-        Metric::WrongfulDenial,
-        Metric::ClientAmplification,
-        Metric::StoreAmplification,
-        Metric::Recovery,
-    ];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Metric::P50 => "p50",
-            Metric::P99 => "p99",
-            Metric::P999 => "p99.9",
-            Metric::Limited => "429 %",
-            Metric::Unavailable => "503 %",
-            Metric::Errors5xx => "5xx %",
-            Metric::TransportErrors => "transport errors %",
-            Metric::OverAdmission => "over-admission",
-            Metric::WrongfulDenial => "wrongful denial",
-            Metric::ClientAmplification => "client amplification",
-            Metric::StoreAmplification => "store amplification",
-            Metric::Recovery => "recovery",
-        }
-    }
-
-    /// The quantile a latency row is decided on.
-    pub fn quantile(self) -> Option<f64> {
-        match self {
-            Metric::P50 => Some(0.5),
-            Metric::P99 => Some(0.99),
-            Metric::P999 => Some(0.999),
-            _ => None,
-        }
-    }
-
-    pub fn is_latency(self) -> bool {
-        self.quantile().is_some()
-    }
-
-    /// A share of the requests offered (or of the allowance, the entitlement), shown in %.
-    pub fn is_share(self) -> bool {
-        matches!(
-            self,
-            Metric::Limited
-                | Metric::Unavailable
-                | Metric::Errors5xx
-                | Metric::TransportErrors
-                | Metric::OverAdmission
-                | Metric::WrongfulDenial
-        )
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    Better,
-    Same,
-    Worse,
-}
-
-impl Verdict {
-    pub fn label(self) -> &'static str {
-        match self {
-            Verdict::Better => "better",
-            Verdict::Same => "same",
-            Verdict::Worse => "worse",
-        }
-    }
-}
-
-/// How sure a row's verdict is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Certainty {
-    /// A latency CI clear of the thresholds, or a mean over runs beyond or within its threshold.
-    Clear,
-    /// "same", but the CI reaches a region that would have been worse or better: the noise
-    /// is too wide to tell; more repeats would.
-    Inconclusive,
-    /// No verdict: one side did not measure the value. On a judged row this fails the
-    /// comparison: a check on a value that was not measured fails.
-    NotMeasured,
-    /// Neither side measured the value (a store-less target's store amplification, say):
-    /// nothing to compare, no failure.
-    NeitherMeasured,
-    /// Over-admission or wrongful denial of targets judged against different limits (a
-    /// manifest's `[limit]` on one side, say): the figures answer different rules, so no
-    /// verdict, and on a judged row a failure, as a value not measured.
-    NotComparable,
-}
 
 /// One target × phase × metric.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -41,28 +41,25 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::net::IpAddr;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hyper::header::HeaderValue;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::attempts::Attempts;
 use super::client::{Client, Throttle};
 use super::error::LoadError;
-use super::exchange::{self, Pool};
 use super::in_flight::{InFlight, Settled};
+use super::members::Followed;
 use super::pacer::Pacer;
 use super::prepared::Prepared;
 use super::schedule::Schedule;
-use super::{
-    DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Rotation, Sample, Share, Spread,
-};
+use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Sample, Share, Spread};
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
 /// they never share a stream with the arrival schedules.
@@ -138,101 +135,6 @@ pub async fn try_run(
     let result = done_rx.await.unwrap_or(Err(LoadError::Panicked));
     stop_on_drop.disarm();
     result
-}
-
-/// A target's instances as last read from its rotation: connection pools and a Host header
-/// for every instance known (by its index), and the indexes in rotation. An instance has one
-/// pool per source address (`sources`): one unbound pool, or one per tenant for a target that
-/// tells callers by source address.
-#[derive(Debug)]
-struct Members {
-    /// Instance i's pool for source s at `i * sources.len() + s`.
-    pools: Vec<Arc<Pool>>,
-    sources: Arc<[Option<IpAddr>]>,
-    hosts: Vec<HeaderValue>,
-    in_rotation: Vec<usize>,
-}
-
-impl Members {
-    /// From the rotation as it is now, keeping the pools (and their open connections) of
-    /// instances whose address has not changed.
-    fn read(rotation: &Rotation, sources: Arc<[Option<IpAddr>]>, before: Option<&Members>) -> Self {
-        let members = rotation.members();
-        let per = sources.len();
-        let pools = members
-            .iter()
-            .enumerate()
-            .flat_map(|(i, m)| {
-                sources.iter().enumerate().map(move |(s, source)| {
-                    match before.and_then(|b| b.pools.get(i * per + s)) {
-                        Some(pool) if pool.addr() == m.addr => Arc::clone(pool),
-                        _ => Arc::new(Pool::new(m.addr, *source)),
-                    }
-                })
-            })
-            .collect();
-        let hosts = members
-            .iter()
-            .map(|m| {
-                // An address's text is always a valid header value.
-                HeaderValue::try_from(m.addr.to_string())
-                    .unwrap_or_else(|_| HeaderValue::from_static("localhost"))
-            })
-            .collect();
-        let in_rotation: Vec<usize> = (0..members.len())
-            .filter(|&i| members[i].in_rotation)
-            .collect();
-        Self {
-            pools,
-            sources,
-            hosts,
-            // None in rotation: send to every known one anyway, as a balancer without
-            // health checks would; their refusals are the outcome.
-            in_rotation: if in_rotation.is_empty() {
-                (0..members.len()).collect()
-            } else {
-                in_rotation
-            },
-        }
-    }
-
-    /// Where `tenant`'s requests to `instance` take their connection from.
-    fn pool(&self, instance: usize, tenant: usize) -> &Pool {
-        let per = self.sources.len();
-        let source = if per == 1 { 0 } else { tenant % per };
-        &self.pools[instance * per + source]
-    }
-}
-
-/// One target's rotation and the members last read from it.
-#[derive(Debug)]
-struct Followed {
-    rotation: Rotation,
-    version: u64,
-    members: Arc<Members>,
-}
-
-impl Followed {
-    fn new(rotation: Rotation, sources: Arc<[Option<IpAddr>]>) -> Self {
-        let version = rotation.version();
-        let members = Arc::new(Members::read(&rotation, sources, None));
-        Self {
-            rotation,
-            version,
-            members,
-        }
-    }
-
-    /// The members now: one atomic load unless the rotation changed.
-    fn current(&mut self) -> &Arc<Members> {
-        let version = self.rotation.version();
-        if version != self.version {
-            let sources = Arc::clone(&self.members.sources);
-            self.members = Arc::new(Members::read(&self.rotation, sources, Some(&self.members)));
-            self.version = version;
-        }
-        &self.members
-    }
 }
 
 /// One target × tenant: its schedule and where its next request goes.
@@ -519,92 +421,5 @@ impl Load {
             drop(permit);
             in_flight.answered(outcome, done_at);
         });
-    }
-}
-
-/// One request and the retries its client sends after it.
-struct Attempts {
-    prepared: Arc<Prepared>,
-    /// The target's members when the request was sent, read again for a retry if the
-    /// rotation has changed since (`version`).
-    members: Arc<Members>,
-    rotation: Rotation,
-    version: u64,
-    cancel: CancellationToken,
-    target: usize,
-    tenant: usize,
-    first_instance: usize,
-    spread: Spread,
-    client: Client,
-    /// Present when the client retries: its backoff jitter.
-    rng: Option<ChaCha8Rng>,
-    throttle: Option<Arc<Mutex<Throttle>>>,
-    start: Instant,
-    end: Instant,
-    timeout: Duration,
-}
-
-impl Attempts {
-    /// Sends until the client is done: the last outcome. `sent` counts the attempts as they
-    /// leave (the one awaiting its answer included), so a request abandoned mid-way knows
-    /// how many it sent.
-    async fn run(mut self, sent: &mut u32) -> Outcome {
-        loop {
-            let instance = self.instance(*sent);
-            let host = &self.members.hosts[instance];
-            let request = self.prepared.request(self.target, host, self.tenant);
-            *sent += 1;
-            let (outcome, retry_after) = exchange::exchange(
-                self.members.pool(instance, self.tenant),
-                request,
-                self.timeout,
-            )
-            .await;
-            if outcome == Outcome::Admitted
-                && let Some(throttle) = &self.throttle
-            {
-                let now = Instant::now().saturating_duration_since(self.start);
-                throttle
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .accept(now);
-            }
-            let Some(rng) = self.rng.as_mut() else {
-                return outcome;
-            };
-            let Some(wait) = self.client.next_wait(*sent, outcome, retry_after, rng) else {
-                return outcome;
-            };
-            // Past the run's end (or once it is cancelled) the run is over for the clients
-            // too: bounded in time.
-            let Some(at) = Instant::now().checked_add(wait).filter(|at| *at < self.end) else {
-                return outcome;
-            };
-            if !wait.is_zero() {
-                tokio::time::sleep_until(at.into()).await;
-            }
-            if self.cancel.is_cancelled() {
-                return outcome;
-            }
-            if self.rotation.version() != self.version {
-                self.version = self.rotation.version();
-                let sources = Arc::clone(&self.members.sources);
-                self.members =
-                    Arc::new(Members::read(&self.rotation, sources, Some(&self.members)));
-            }
-        }
-    }
-
-    /// Where attempt `sent` (0 for the first) goes: the first where the request was sent;
-    /// a retry to the next instance in rotation (round robin), or to the same one while it is
-    /// in rotation (sticky), as a balancer would.
-    fn instance(&self, sent: u32) -> usize {
-        let ring = &self.members.in_rotation;
-        let at = ring.iter().position(|&i| i == self.first_instance);
-        match (self.spread, at) {
-            (Spread::Sticky, Some(_)) => self.first_instance,
-            (Spread::Sticky, None) => ring[self.tenant % ring.len()],
-            (Spread::RoundRobin, at) => ring[(at.unwrap_or(0) + sent as usize) % ring.len()],
-        }
     }
 }

@@ -14,16 +14,20 @@
 //!   connection bound to the tenant's loopback address.
 //! - `prepared`: each target × tenant's request parts, checked once: path, caller header or
 //!   `X-Forwarded-For` value, source address.
+//! - `members`: where a target's requests go, as last read from its rotation.
+//! - `attempts`: one request and its client's retries.
 //! - `in_flight`: a request sent, until its sample is recorded, also when the run stops
 //!   before its answer comes (abandoned).
 //! - [`client`]: how a tenant's clients react to answers (retries, adaptive throttling).
 //! - [`rotation`]: a target's instances in and out of the balancer's rotation.
 
+mod attempts;
 pub mod client;
 mod engine;
 mod error;
 mod exchange;
 mod in_flight;
+mod members;
 mod pacer;
 mod prepared;
 pub mod rotation;

@@ -154,8 +154,31 @@ pub fn render(o: &Outcomes, regenerate: &str) -> String {
 }
 
 fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Result {
+    heading(out, o, regenerate)?;
+    setup(out, o)?;
+    how_to_read(out, o)?;
     let run = &o.run;
-    let s = &o.scenario;
+    if !run.notes.is_empty() {
+        writeln!(out, "\n**Notes from the run:**\n")?;
+        for note in &run.notes {
+            writeln!(out, "- {note}")?;
+        }
+    }
+    if let Some(h) = &o.healthy {
+        healthy(out, h)?;
+    }
+    for t in &o.tables {
+        table(out, t)?;
+    }
+    if !o.claims.is_empty() {
+        claims(out, o)?;
+    }
+    targets(out, run)
+}
+
+/// The title, the scenario's description, and where the document comes from.
+fn heading(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Result {
+    let run = &o.run;
     writeln!(out, "# Outcomes of `{}`\n", run.scenario)?;
     if !run.description.is_empty() {
         writeln!(out, "{}\n", run.description)?;
@@ -174,6 +197,12 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
             ""
         }
     )?;
+    Ok(())
+}
+
+/// How the targets ran: their limits, instances, Redis and the load.
+fn setup(out: &mut String, o: &Outcomes) -> std::fmt::Result {
+    let (run, s) = (&o.run, &o.scenario);
     let tenants: Vec<String> = s
         .tenants
         .iter()
@@ -212,6 +241,12 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
         together(run),
         tenants.join(", ")
     )?;
+    Ok(())
+}
+
+/// What each column of the tables means.
+fn how_to_read(out: &mut String, o: &Outcomes) -> std::fmt::Result {
+    let (run, s) = (&o.run, &o.scenario);
     writeln!(
         out,
         "How to read the tables: the answer columns are shares of the requests scheduled in the \
@@ -230,53 +265,49 @@ fn document(out: &mut String, o: &Outcomes, regenerate: &str) -> std::fmt::Resul
         humantime::format_duration(s.request_timeout),
         recovery_span(run)
     )?;
-    if !run.notes.is_empty() {
-        writeln!(out, "\n**Notes from the run:**\n")?;
-        for note in &run.notes {
-            writeln!(out, "- {note}")?;
-        }
-    }
-    if let Some(h) = &o.healthy {
-        healthy(out, h)?;
-    }
-    for t in &o.tables {
-        table(out, t)?;
-    }
-    if !o.claims.is_empty() {
-        writeln!(out, "\n## Claims tested\n")?;
-        for c in &o.claims {
-            let verdict = match &c.verdict {
-                Verdict::Confirmed => "**confirmed**".to_owned(),
-                Verdict::Refuted => "**refuted**".to_owned(),
-                Verdict::NotTested(why) => format!("**not tested**: {why}"),
-            };
-            let needed = match c.claim.at_least {
-                Some(n) => format!(" (needs {n} of its {} checks to hold)", c.checks.len()),
-                None => String::new(),
-            };
+    Ok(())
+}
+
+/// Each claim's verdict and the checks behind it.
+fn claims(out: &mut String, o: &Outcomes) -> std::fmt::Result {
+    writeln!(out, "\n## Claims tested\n")?;
+    for c in &o.claims {
+        let verdict = match &c.verdict {
+            Verdict::Confirmed => "**confirmed**".to_owned(),
+            Verdict::Refuted => "**refuted**".to_owned(),
+            Verdict::NotTested(why) => format!("**not tested**: {why}"),
+        };
+        let needed = match c.claim.at_least {
+            Some(n) => format!(" (needs {n} of its {} checks to hold)", c.checks.len()),
+            None => String::new(),
+        };
+        writeln!(
+            out,
+            "- {} says: \"{}\" — {verdict}{needed}.",
+            c.claim.source, c.claim.says
+        )?;
+        for check in &c.checks {
             writeln!(
                 out,
-                "- {} says: \"{}\" — {verdict}{needed}.",
-                c.claim.source, c.claim.says
+                "  - {} {}: {} {} — actual {} ({})",
+                check.target,
+                check.phase,
+                check.subject(),
+                check.threshold(),
+                check.actual_text(),
+                if check.passed {
+                    "holds"
+                } else {
+                    "does not hold"
+                }
             )?;
-            for check in &c.checks {
-                writeln!(
-                    out,
-                    "  - {} {}: {} {} — actual {} ({})",
-                    check.target,
-                    check.phase,
-                    check.subject(),
-                    check.threshold(),
-                    check.actual_text(),
-                    if check.passed {
-                        "holds"
-                    } else {
-                        "does not hold"
-                    }
-                )?;
-            }
         }
     }
+    Ok(())
+}
+
+/// What each target was: its description, command and settings.
+fn targets(out: &mut String, run: &crate::results::RunResult) -> std::fmt::Result {
     writeln!(out, "\n## The targets\n")?;
     for t in &run.targets {
         writeln!(out, "- **{}**: {}", t.name, t.description)?;

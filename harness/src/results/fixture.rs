@@ -9,8 +9,9 @@
 
 use std::collections::BTreeMap;
 
+use super::TenantResult;
+use super::build::{all_tenants_of, tenant_of};
 use super::{LoadTotals, Percentiles, PhaseResult, RunResult, SCHEMA_VERSION, TargetResult};
-use super::{TenantResult, all_tenants_of, tenant_of};
 use crate::metrics::Counts;
 
 /// The limit and window of every fixture: seed 000's 50 a second.

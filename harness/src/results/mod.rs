@@ -2,12 +2,14 @@
 //! and the results folder around it.
 
 pub mod batches;
+pub mod build;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fixture;
 pub mod folder;
 pub mod hlog;
 pub mod merge;
 pub mod read;
+pub mod trust;
 
 use std::collections::BTreeMap;
 
@@ -18,9 +20,7 @@ use crate::identity::CallerIdentity;
 pub use crate::identity::TenantIdentity;
 use crate::limits::TargetLimit;
 use crate::load::{Role, Share};
-use crate::metrics::derived;
-use crate::metrics::{Cell, Counts, Measured};
-use crate::scenario::Scenario;
+use crate::metrics::Counts;
 
 /// Bumped on any change a reader of `run.json` would notice. 2: a figure that was not
 /// measured is `null` (a cell nothing reached the target in); store amplification per request
@@ -334,186 +334,6 @@ pub struct TargetFacts {
     pub phases: Vec<PhaseFacts>,
 }
 
-/// What a cell's allowance is judged against: the allowance of its phase, and the slack one
-/// window's limit gives a correct limiter whose windows do not line up with the phase.
-#[derive(Debug, Clone, Copy)]
-struct Allowed {
-    allowance: f64,
-    slack: f64,
-    length_s: f64,
-}
-
-/// A cell's derived figures from its counts, by the definitions of [`derived`]; its latency
-/// is left unmeasured for the caller to fill.
-pub(crate) fn tenant_of(
-    name: &str,
-    c: &Counts,
-    allowance: f64,
-    slack: f64,
-    length_s: f64,
-) -> TenantResult {
-    let entitled = derived::entitled(c.asked(), allowance);
-    let measured = c.sent() > 0;
-    TenantResult {
-        name: name.to_owned(),
-        counts: *c,
-        allowance,
-        entitled,
-        over_admission: measured.then(|| derived::over_admission(c.admitted, allowance)),
-        over_admission_beyond_window: measured
-            .then(|| derived::over_admission_beyond(c.admitted, allowance, slack)),
-        wrongful_denial: (measured && entitled > 0.0)
-            .then(|| derived::wrongful_denial(c.admitted, entitled)),
-        admitted_per_s: if length_s > 0.0 {
-            c.admitted as f64 / length_s
-        } else {
-            0.0
-        },
-        latency_us: None,
-        service_time_us: None,
-    }
-}
-
-fn tenant_result(name: &str, cell: &Cell, allowed: Allowed) -> TenantResult {
-    let mut t = tenant_of(
-        name,
-        &cell.counts,
-        allowed.allowance,
-        allowed.slack,
-        allowed.length_s,
-    );
-    if t.measured() {
-        t.latency_us = Percentiles::of(&cell.latency);
-        t.service_time_us = Percentiles::of(&cell.service_time);
-    }
-    t
-}
-
-/// All tenants together: counts summed, the ratios over the totals of the tenants whose
-/// figures were measured (total excess ÷ total allowance, total shortfall ÷ total
-/// entitlement); the latency is left for the caller to fill.
-pub(crate) fn all_tenants_of(tenants: &[TenantResult], slack: f64, length_s: f64) -> TenantResult {
-    let mut counts = Counts::default();
-    for t in tenants {
-        counts.merge(&t.counts);
-    }
-    let allowance: f64 = tenants.iter().map(|t| t.allowance).sum();
-    let mut all = tenant_of("all", &counts, allowance, slack, length_s);
-    all.entitled = tenants.iter().map(|t| t.entitled).sum();
-    let measured: Vec<&TenantResult> = tenants.iter().filter(|t| t.measured()).collect();
-    let sum = |f: &dyn Fn(&TenantResult) -> f64| measured.iter().map(|t| f(t)).sum::<f64>();
-    let measured_allowance = sum(&|t| t.allowance);
-    let measured_entitled = sum(&|t| t.entitled);
-    let excess = sum(&|t| (t.counts.admitted as f64 - t.allowance).max(0.0));
-    let excess_beyond = sum(&|t| (t.counts.admitted as f64 - t.allowance - slack).max(0.0));
-    let shortfall = sum(&|t| (t.entitled - t.counts.admitted as f64).max(0.0));
-    let over = |excess: f64| (measured_allowance > 0.0).then(|| excess / measured_allowance);
-    all.over_admission = over(excess);
-    all.over_admission_beyond_window = over(excess_beyond);
-    all.wrongful_denial = (measured_entitled > 0.0).then(|| shortfall / measured_entitled);
-    all
-}
-
-/// [`all_tenants_of`], with the latency of the cells' histograms added exactly.
-fn all_tenants(cells: &[Cell], tenants: &[TenantResult], allowed: Allowed) -> TenantResult {
-    let mut all = all_tenants_of(tenants, allowed.slack, allowed.length_s);
-    if all.measured() {
-        let mut merged = cells[0].clone();
-        for cell in &cells[1..] {
-            // Same bounds everywhere, so adding cannot fail.
-            let _ = merged.latency.add(&cell.latency);
-            let _ = merged.service_time.add(&cell.service_time);
-        }
-        all.latency_us = Percentiles::of(&merged.latency);
-        all.service_time_us = Percentiles::of(&merged.service_time);
-    }
-    all
-}
-
-/// Puts the measurements and the runner's facts together. A run that stopped after `ran_for`
-/// reports only the phases it reached, the last one cut at `ran_for`: its allowance and rates
-/// cover the time that actually ran.
-pub fn build_targets(
-    scenario: &Scenario,
-    measured: &Measured,
-    facts: &[TargetFacts],
-    ran_for: std::time::Duration,
-) -> Vec<TargetResult> {
-    facts
-        .iter()
-        .enumerate()
-        .map(|(t, f)| TargetResult {
-            name: f.name.clone(),
-            description: f.description.clone(),
-            instances: f.instances,
-            command: f.command.clone(),
-            env: f.env.clone(),
-            refuses_with: f.refuses_with,
-            limit: Some(f.limit),
-            caller: f.caller.clone(),
-            send_lag_us: Percentiles::of(&measured.send_lag[t]),
-            events: f.events.clone(),
-            phases: scenario
-                .phases
-                .iter()
-                .enumerate()
-                .filter(|(_, phase)| phase.start < ran_for)
-                .map(|(p, phase)| {
-                    let end = phase.end.min(ran_for);
-                    let length = end - phase.start;
-                    let length_s = length.as_secs_f64();
-                    // The target's own rule: a run may hold targets of different limits.
-                    let allowed = Allowed {
-                        allowance: f.limit.allowance(length_s),
-                        slack: f.limit.window_slack(length_s),
-                        length_s,
-                    };
-                    let cells: Vec<Cell> = measured.cells[t]
-                        .iter()
-                        .map(|per_phase| per_phase[p].clone())
-                        .collect();
-                    let tenants: Vec<TenantResult> = scenario
-                        .tenants
-                        .iter()
-                        .zip(&cells)
-                        .map(|(tenant, cell)| tenant_result(&tenant.name, cell, allowed))
-                        .collect();
-                    let all = all_tenants(&cells, &tenants, allowed);
-                    let pf = f.phases.get(p).cloned().unwrap_or_default();
-                    PhaseResult {
-                        name: phase.name.clone(),
-                        start_s: phase.start.as_secs_f64(),
-                        end_s: end.as_secs_f64(),
-                        faults: phase.faults.iter().map(ToString::to_string).collect(),
-                        faults_applied_at_s: pf.faults_applied_at_s,
-                        faults_removed_at_s: pf.faults_removed_at_s,
-                        fallbacks: pf.fallbacks,
-                        store_commands: pf.store_commands,
-                        store_amplification: pf.store_commands.and_then(|commands| {
-                            let offered = all.counts.offered;
-                            (all.measured()).then(|| commands as f64 / offered as f64)
-                        }),
-                        store_amplification_per_attempt: pf.store_commands.and_then(|commands| {
-                            let sent = all.counts.attempts();
-                            (sent > 0).then(|| commands as f64 / sent as f64)
-                        }),
-                        client_amplification: all.counts.client_amplification(),
-                        tenants,
-                        all,
-                    }
-                })
-                .collect(),
-        })
-        .collect()
-}
-
-/// Above this share of the scheduled requests dropped by the generator, the run did not send
-/// what the scenario asked, and its verdicts cannot be trusted.
-const UNTRUSTED_DROP_SHARE: f64 = 0.001;
-/// Above this send-lag p99 the generator fell behind by as much as the latencies it measures
-/// (the shipped gates ask p99 ≤ 30 ms): the figures are the machine's, not the target's.
-const UNTRUSTED_SEND_LAG_US: u64 = 50_000;
-
 impl RunResult {
     /// The limit `target`'s figures were judged against: its own as recorded, else (a run.json
     /// from before failmode recorded it) the run's.
@@ -529,133 +349,6 @@ impl RunResult {
             source: crate::limits::LimitSource::Scenario,
         }
     }
-
-    /// Why the run's measurements cannot be trusted, if they cannot: the generator dropped
-    /// requests or fell behind beyond the thresholds above. A verdict on such a run exits 3.
-    pub fn untrusted(&self) -> Vec<String> {
-        let mut why = Vec::new();
-        let scheduled = self.load.scheduled.max(1);
-        let dropped_share = self.load.dropped as f64 / scheduled as f64;
-        if dropped_share > UNTRUSTED_DROP_SHARE {
-            why.push(format!(
-                "the load generator dropped {} of {} scheduled requests ({:.2} %, above {:.1} %)",
-                self.load.dropped,
-                self.load.scheduled,
-                dropped_share * 100.0,
-                UNTRUSTED_DROP_SHARE * 100.0
-            ));
-        }
-        for t in &self.targets {
-            if let Some(lag) = t.send_lag_us.filter(|l| l.p99 > UNTRUSTED_SEND_LAG_US) {
-                why.push(format!(
-                    "the load generator fell behind on {} (send lag p99 {:.1} ms, above {} ms)",
-                    t.name,
-                    lag.p99 as f64 / 1000.0,
-                    UNTRUSTED_SEND_LAG_US / 1000
-                ));
-            }
-        }
-        why
-    }
-}
-
-/// A worker sends a share of every tenant's traffic while the limiter decides on all of it,
-/// and reads the Redis every worker loads: its share's admitted count says nothing against the
-/// allowance, nor its requests against the store's commands. Those figures are not measured
-/// (`null`) until `failmode merge` puts the shares together (the store's command count and the
-/// target's fallback counter stay: they are the whole target's, and merge reads them); returns
-/// the note that says so.
-pub fn withhold_for_worker(targets: &mut [TargetResult]) -> String {
-    for phase in targets.iter_mut().flat_map(|t| &mut t.phases) {
-        phase.store_amplification = None;
-        phase.store_amplification_per_attempt = None;
-        for tenant in phase.tenants.iter_mut().chain([&mut phase.all]) {
-            tenant.over_admission = None;
-            tenant.over_admission_beyond_window = None;
-            tenant.wrongful_denial = None;
-        }
-    }
-    "one worker's share of the run: its over-admission, wrongful denial and store \
-     amplification are not measured (the limiter decided on, and the store counted, every \
-     worker's traffic); `failmode merge` the workers' folders for them, and gate or compare the \
-     merged folder"
-        .to_owned()
-}
-
-/// Above this share of errors before any fault, a target is broken with a healthy Redis, and
-/// whatever it does under a fault says nothing about its failure mode.
-const HEALTHY_ERROR_SHARE: f64 = 0.01;
-/// ...and at least this many errors: in a short phase (a scaled-down run's 2 s of healthy
-/// Redis, 290 requests), 3 timeouts in the cold first second (a JIT compiling beside it, a
-/// pool growing) pass 1 % without anything being broken.
-const BROKEN_ERRORS_AT_LEAST: u64 = 10;
-
-/// Notes naming each target that answered 5xx or not at all before the first fault: with a
-/// healthy store, that is a broken target (seen: a limiter built before its Redis client was
-/// ready caches the failed script load and answers 500 forever), not a failure mode.
-pub fn broken_before_any_fault(targets: &[TargetResult]) -> Vec<String> {
-    targets
-        .iter()
-        .filter_map(|t| {
-            let before: Vec<&PhaseResult> = t
-                .phases
-                .iter()
-                .take_while(|p| p.faults.is_empty())
-                .collect();
-            let mut counts = Counts::default();
-            for p in &before {
-                counts.merge(&p.all.counts);
-            }
-            // A 503 is a refusal, not an error, from a target that declares it refuses so.
-            let refusals = if t.refuses_with == 503 {
-                counts.unavailable
-            } else {
-                0
-            };
-            let errors =
-                counts.errors_5xx() - refusals + counts.transport_error + counts.other_status;
-            let share = errors as f64 / counts.offered.max(1) as f64;
-            (share > HEALTHY_ERROR_SHARE && errors >= BROKEN_ERRORS_AT_LEAST).then(|| {
-                format!(
-                    "{} answered {:.1} % of requests with an error (5xx {}, no answer {}, other {}) \
-                     before any fault ({}), with Redis healthy: the target itself is broken \
-                     (see its log), so its figures under faults do not show a failure mode",
-                    t.name,
-                    share * 100.0,
-                    counts.errors_5xx(),
-                    counts.transport_error,
-                    counts.other_status,
-                    before
-                        .iter()
-                        .map(|p| p.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })
-        })
-        .collect()
-}
-
-/// The load generator's send lag above which the machine, not the targets, shapes latency:
-/// on an idle machine its p99 stays under 0.2 ms at 5,000 req/s (`just bench-loadgen`).
-const SATURATED_SEND_LAG_US: u64 = 5_000;
-
-/// A note when the load generator itself ran late: every process on the machine was then
-/// queueing for CPU, and every latency of the run includes that wait.
-pub fn machine_saturated(targets: &[TargetResult]) -> Option<String> {
-    let (worst, p99) = targets
-        .iter()
-        .filter_map(|t| Some((t, t.send_lag_us?.p99)))
-        .max_by_key(|(_, p99)| *p99)?;
-    (p99 > SATURATED_SEND_LAG_US).then(|| {
-        format!(
-            "the load generator sent late (send lag p99 {:.1} ms, {}): the machine was short of \
-             CPU, so every latency here includes waiting for it; compare latencies within this \
-             run, or run fewer targets at once (--targets) for absolute figures",
-            p99 as f64 / 1000.0,
-            worst.name
-        )
-    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,10 @@
 
 use super::*;
 
+use crate::results::build::build_targets;
 use crate::results::fixture;
+use crate::results::trust::{broken_before_any_fault, machine_saturated};
+use crate::scenario::Scenario;
 
 fn target(name: &str, steady: Counts) -> TargetResult {
     let outage = Counts {

@@ -53,7 +53,8 @@ mod tests {
     use super::*;
     use crate::load::{DropCause, Outcome, Recorder, Sample};
     use crate::metrics::{Collector, Shape};
-    use crate::results::{TargetFacts, build_targets};
+    use crate::results::TargetFacts;
+    use crate::results::build::build_targets;
 
     fn scenario() -> Scenario {
         let text = include_str!("../../tests/fixtures/two-phases.toml");

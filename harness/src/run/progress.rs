@@ -54,30 +54,7 @@ pub async fn show(
     start: Instant,
     stop: tokio_util::sync::CancellationToken,
 ) {
-    let style = ProgressStyle::with_template("{prefix:>16} {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    let (header, lines): (Option<ProgressBar>, Vec<ProgressBar>) = match &say.bars {
-        Some(bars) => {
-            let header = bars.add(
-                ProgressBar::new(scenario.duration.as_millis() as u64).with_style(
-                    ProgressStyle::with_template("{prefix:>16} [{bar:40}] {msg}")
-                        .unwrap_or_else(|_| ProgressStyle::default_bar())
-                        .progress_chars("=> "),
-                ),
-            );
-            header.set_prefix(scenario.name.clone());
-            let lines = names
-                .iter()
-                .map(|n| {
-                    let bar = bars.add(ProgressBar::new_spinner().with_style(style.clone()));
-                    bar.set_prefix(n.clone());
-                    bar
-                })
-                .collect();
-            (Some(header), lines)
-        }
-        None => (None, Vec::new()),
-    };
+    let (header, lines) = bars(say, scenario, names);
     let mut previous: Vec<(u64, u64, u64)> = vec![(0, 0, 0); names.len()];
     let mut last_tick = Instant::now();
     let mut last_plain = Instant::now();
@@ -106,37 +83,13 @@ pub async fn show(
         last_tick = Instant::now();
         let mut plain = Vec::new();
         for (t, name) in names.iter().enumerate() {
-            let live = collector.live(t);
-            let now = (
-                live.done.load(Ordering::Relaxed),
-                live.limited.load(Ordering::Relaxed),
-                live.errors_5xx.load(Ordering::Relaxed),
-            );
-            let (done, limited, errors) = (
-                now.0 - previous[t].0,
-                now.1 - previous[t].1,
-                now.2 - previous[t].2,
-            );
-            previous[t] = now;
-            // Since the start, not per tick: a single drop matters, and must not flicker away.
-            let dropped = live.dropped.load(Ordering::Relaxed);
-            let dropped_as = |gap: &str| match dropped {
-                0 => String::new(),
-                n => format!("{gap}dropped {n}"),
-            };
-            let share = |x: u64| {
-                if done == 0 {
-                    0.0
-                } else {
-                    x as f64 * 100.0 / done as f64
-                }
-            };
+            let r = Rates::since(collector, t, &mut previous[t], dt);
             let msg = format!(
                 "{:>7.0} req/s  429 {:>5.1} %  5xx {:>5.1} %{}",
-                done as f64 / dt,
-                share(limited),
-                share(errors),
-                dropped_as("  ")
+                r.per_s,
+                r.limited,
+                r.errors,
+                r.dropped_as("  ")
             );
             if let Some(line) = lines.get(t) {
                 line.set_message(msg);
@@ -144,10 +97,10 @@ pub async fn show(
             } else {
                 plain.push(format!(
                     "{name} {:.0}/s 429 {:.0}% 5xx {:.0}%{}",
-                    done as f64 / dt,
-                    share(limited),
-                    share(errors),
-                    dropped_as(" ")
+                    r.per_s,
+                    r.limited,
+                    r.errors,
+                    r.dropped_as(" ")
                 ));
             }
         }
@@ -172,5 +125,80 @@ pub async fn show(
     }
     if let Some(h) = header {
         h.finish_and_clear();
+    }
+}
+
+/// On a terminal, a bar for the run and a line per target; elsewhere none.
+fn bars(
+    say: &Say,
+    scenario: &Scenario,
+    names: &[String],
+) -> (Option<ProgressBar>, Vec<ProgressBar>) {
+    let style = ProgressStyle::with_template("{prefix:>16} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    match &say.bars {
+        Some(bars) => {
+            let header = bars.add(
+                ProgressBar::new(scenario.duration.as_millis() as u64).with_style(
+                    ProgressStyle::with_template("{prefix:>16} [{bar:40}] {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                ),
+            );
+            header.set_prefix(scenario.name.clone());
+            let lines = names
+                .iter()
+                .map(|n| {
+                    let bar = bars.add(ProgressBar::new_spinner().with_style(style.clone()));
+                    bar.set_prefix(n.clone());
+                    bar
+                })
+                .collect();
+            (Some(header), lines)
+        }
+        None => (None, Vec::new()),
+    }
+}
+
+/// One target's figures since the previous report (`previous`, `dt` seconds ago): req/s, 429 %
+/// and 5xx %; its drops since the start.
+struct Rates {
+    per_s: f64,
+    limited: f64,
+    errors: f64,
+    dropped: u64,
+}
+
+impl Rates {
+    fn since(collector: &Collector, t: usize, previous: &mut (u64, u64, u64), dt: f64) -> Self {
+        let live = collector.live(t);
+        let now = (
+            live.done.load(Ordering::Relaxed),
+            live.limited.load(Ordering::Relaxed),
+            live.errors_5xx.load(Ordering::Relaxed),
+        );
+        let (done, limited, errors) = (now.0 - previous.0, now.1 - previous.1, now.2 - previous.2);
+        *previous = now;
+        let share = |x: u64| {
+            if done == 0 {
+                0.0
+            } else {
+                x as f64 * 100.0 / done as f64
+            }
+        };
+        Self {
+            per_s: done as f64 / dt,
+            limited: share(limited),
+            errors: share(errors),
+            // Since the start, not per tick: a single drop matters, and must not flicker away.
+            dropped: live.dropped.load(Ordering::Relaxed),
+        }
+    }
+
+    fn dropped_as(&self, gap: &str) -> String {
+        match self.dropped {
+            0 => String::new(),
+            n => format!("{gap}dropped {n}"),
+        }
     }
 }

@@ -97,12 +97,12 @@ pub(super) fn assemble(
     let facts = target_facts(opts, defs, ran);
     let mut notes = setting_notes(opts);
     notes.extend(trouble_notes(opts, ran));
-    let mut targets = results::build_targets(scenario, &ran.measured, &facts, ran.ran_for);
+    let mut targets = results::build::build_targets(scenario, &ran.measured, &facts, ran.ran_for);
     if opts.worker.is_some_and(|w| w.is_share()) {
-        notes.push(results::withhold_for_worker(&mut targets));
+        notes.push(results::trust::withhold_for_worker(&mut targets));
     }
-    notes.extend(results::broken_before_any_fault(&targets));
-    notes.extend(results::machine_saturated(&targets));
+    notes.extend(results::trust::broken_before_any_fault(&targets));
+    notes.extend(results::trust::machine_saturated(&targets));
     RunResult {
         schema_version: SCHEMA_VERSION,
         scenario: scenario.name.clone(),

@@ -3,16 +3,14 @@
 
 mod manifest_refs;
 mod raw;
+mod validate;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::faults::Fault;
-use crate::load::{Arrival, Spread};
-use crate::names::is_plain_name;
-// Re-exported: `cli/init.rs` reads it from here (it can import `crate::names` once the CLI's
-// move to `cli/` has landed).
 use raw::RawScenario;
+use validate::Invalid;
 
 /// A scenario that failed to load, with where in the file.
 #[derive(Debug, thiserror::Error)]
@@ -105,35 +103,6 @@ pub struct Scenario {
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 const DEFAULT_MAX_IN_FLIGHT: usize = 10_000;
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
-/// What makes a client behaviour unusable, if anything.
-fn client_problem(client: &crate::load::Client) -> Option<String> {
-    use crate::load::Client;
-    match *client {
-        Client::Retry5xx { attempts }
-        | Client::RetryBackoff { attempts, .. }
-        | Client::HonourRetryAfter { attempts, .. }
-            if attempts == 0 =>
-        {
-            Some("attempts must be at least 1 (the first one)".into())
-        }
-        Client::RetryBackoff { base, cap, .. } if base.is_zero() || cap < base => Some(format!(
-            "a backoff's base ({base:?}) must be more than zero and its cap ({cap:?}) no less"
-        )),
-        Client::AdaptiveThrottling { k, window }
-            if !(k > 0.0 && k.is_finite()) || window.is_zero() =>
-        {
-            Some(format!(
-                "adaptive throttling needs k > 0 ({k}) and a window ({window:?})"
-            ))
-        }
-        _ => None,
-    }
-}
-
 /// serde's message for a fault that matches no form ("did not match any variant of untagged
 /// enum Fault") names neither the type nor the key: replaced by what is wrong with the first
 /// fault that does not parse.
@@ -169,279 +138,12 @@ impl Scenario {
             origin: origin.to_owned(),
             message: explain_faults(text, e.to_string().trim_end()),
         })?;
-        let invalid =
-            |key: &str, span: std::ops::Range<usize>, message: String| ScenarioError::Invalid {
-                origin: origin.to_owned(),
-                key: key.to_owned(),
-                line: line_of(text, span.start),
-                message,
-            };
-        let whole = 0..0;
-
+        let invalid = Invalid { origin, text };
         let window = raw.policy.window.0;
-        if raw.policy.limit.0.fract() != 0.0 {
-            return Err(invalid(
-                "policy.limit",
-                whole.clone(),
-                format!("{} must be a whole number of requests", raw.policy.limit.0),
-            ));
-        }
-        if window.is_zero() {
-            return Err(invalid(
-                "policy.window",
-                whole,
-                "must be greater than zero".into(),
-            ));
-        }
-        let default_arrival = raw.load.arrival.unwrap_or(Arrival::Uniform);
-        let default_spread = raw.load.spread.unwrap_or(Spread::RoundRobin);
-        if raw.tenants.is_empty() {
-            return Err(invalid(
-                "tenants",
-                whole,
-                "needs at least one [[tenants]] entry".into(),
-            ));
-        }
-        let mut tenants: Vec<Tenant> = Vec::new();
-        for t in raw.tenants {
-            // "all" names every tenant together in run.json, series.csv and the logs.
-            if !is_plain_name(&t.name)
-                || t.name == "all"
-                || tenants.iter().any(|o| o.name == t.name)
-            {
-                return Err(invalid(
-                    "tenants.name",
-                    whole.clone(),
-                    format!(
-                        "{:?} must be unique, not \"all\" (every tenant together), and made of \
-                         letters, digits, '-', '_' or '.'",
-                        t.name
-                    ),
-                ));
-            }
-            let caller = t.caller.clone().unwrap_or_else(|| t.name.clone());
-            if let Some(other) = tenants.iter().find(|o| o.caller == caller) {
-                return Err(invalid(
-                    "tenants.caller",
-                    whole.clone(),
-                    format!(
-                        "{caller:?} is also {:?}'s caller key: two tenants sharing a key share one quota",
-                        other.name
-                    ),
-                ));
-            }
-            if let Some(problem) = client_problem(&t.client) {
-                return Err(invalid(
-                    "tenants.client",
-                    whole.clone(),
-                    format!("of tenant {:?}: {problem}", t.name),
-                ));
-            }
-            tenants.push(Tenant {
-                caller,
-                name: t.name,
-                rate_per_s: t.rate.0,
-                arrival: t.arrival.unwrap_or(default_arrival),
-                spread: t.spread.unwrap_or(default_spread),
-                client: t.client,
-            });
-        }
-
-        if raw.targets.is_empty() {
-            return Err(invalid(
-                "targets",
-                whole,
-                "needs at least one [[targets]] entry".into(),
-            ));
-        }
-        let mut targets: Vec<TargetRef> = Vec::new();
-        for spanned in raw.targets {
-            let span = spanned.span();
-            let t = spanned.into_inner();
-            let (name, manifest) = match (t.name, t.manifest, t.variant) {
-                (Some(name), None, None) => (name, None),
-                (Some(_), None, Some(_)) => {
-                    return Err(invalid(
-                        "targets.variant",
-                        span,
-                        "only goes with `manifest`: a target found by `name` is one variant \
-                         already"
-                            .into(),
-                    ));
-                }
-                (None, Some(path), variant) => {
-                    if path.trim().is_empty() {
-                        return Err(invalid(
-                            "targets.manifest",
-                            span,
-                            "is empty: give a target.toml, relative to this scenario file".into(),
-                        ));
-                    }
-                    if let Some(v) = variant.as_ref().filter(|v| !is_plain_name(v)) {
-                        return Err(invalid(
-                            "targets.variant",
-                            span,
-                            format!("{v:?} must be made of letters, digits, '-', '_' or '.'"),
-                        ));
-                    }
-                    let name = variant.clone().unwrap_or_else(|| path.clone());
-                    let line = line_of(text, span.start);
-                    let path = PathBuf::from(path);
-                    (
-                        name,
-                        Some(ManifestRef {
-                            path,
-                            variant,
-                            line,
-                        }),
-                    )
-                }
-                (Some(_), Some(_), _) => {
-                    return Err(invalid(
-                        "targets.manifest",
-                        span,
-                        "and `name` cannot both be given: `name` picks a target found in the \
-                         project, failmode's checkout or the built-ins, `manifest` reads one \
-                         file (and `variant` picks among its variants)"
-                            .into(),
-                    ));
-                }
-                (None, None, _) => {
-                    return Err(invalid(
-                        "targets.name",
-                        span,
-                        "is missing: give `name` (a target `failmode list` shows) or `manifest` \
-                         (a target.toml, relative to this scenario file)"
-                            .into(),
-                    ));
-                }
-            };
-            if targets.iter().any(|o| o.name == name) {
-                return Err(invalid(
-                    if manifest.is_some() {
-                        "targets.manifest"
-                    } else {
-                        "targets.name"
-                    },
-                    span,
-                    format!("{name:?} is listed twice"),
-                ));
-            }
-            if t.instances == Some(0) {
-                return Err(invalid(
-                    "targets.instances",
-                    span,
-                    "must be at least 1".into(),
-                ));
-            }
-            targets.push(TargetRef {
-                name,
-                instances: t.instances,
-                manifest,
-            });
-        }
-
-        if raw.phases.is_empty() {
-            return Err(invalid(
-                "phases",
-                whole,
-                "needs at least one [[phases]] entry".into(),
-            ));
-        }
-        let mut phases: Vec<(std::ops::Range<usize>, Phase)> = Vec::new();
-        for spanned in raw.phases {
-            let span = spanned.span();
-            let p = spanned.into_inner();
-            if p.end.0 <= p.start.0 {
-                return Err(invalid(
-                    "phases.end",
-                    span,
-                    format!("of phase {:?} must be after its start", p.name),
-                ));
-            }
-            let flaps: Vec<(Duration, Duration)> = p
-                .faults
-                .iter()
-                .filter_map(|f| match f {
-                    Fault::Flap { period, down } => Some((*period, *down)),
-                    _ => None,
-                })
-                .collect();
-            if flaps.len() > 1 {
-                return Err(invalid(
-                    "phases.faults",
-                    span,
-                    "at most one flap per phase".into(),
-                ));
-            }
-            if let Some(&(period, down)) = flaps.first()
-                && (down.is_zero() || down >= period)
-            {
-                return Err(invalid(
-                    "phases.faults",
-                    span,
-                    format!(
-                        "a flap's down ({down:?}) must be more than zero and less than its period ({period:?})"
-                    ),
-                ));
-            }
-            let scales: Vec<u32> = p
-                .faults
-                .iter()
-                .filter_map(|f| match f {
-                    Fault::Scale { to, .. } => Some(*to),
-                    _ => None,
-                })
-                .collect();
-            if scales.len() > 1 || scales.contains(&0) {
-                return Err(invalid(
-                    "phases.faults",
-                    span,
-                    "at most one scale per phase, to at least 1 instance".into(),
-                ));
-            }
-            if !is_plain_name(&p.name) {
-                return Err(invalid(
-                    "phases.name",
-                    span,
-                    format!(
-                        "{:?} must be made of letters, digits, '-', '_' or '.'",
-                        p.name
-                    ),
-                ));
-            }
-            if phases.iter().any(|(_, o)| o.name == p.name) {
-                return Err(invalid(
-                    "phases.name",
-                    span,
-                    format!("{:?} is used twice", p.name),
-                ));
-            }
-            phases.push((
-                span,
-                Phase {
-                    name: p.name,
-                    start: p.start.0,
-                    end: p.end.0,
-                    faults: p.faults,
-                },
-            ));
-        }
-        phases.sort_by_key(|(_, p)| p.start);
-        for pair in phases.windows(2) {
-            let ((_, a), (span, b)) = (&pair[0], &pair[1]);
-            if b.start < a.end {
-                return Err(invalid(
-                    "phases.start",
-                    span.clone(),
-                    format!(
-                        "phase {:?} starts at {:?}, before phase {:?} ends at {:?}: phases must not overlap",
-                        b.name, b.start, a.name, a.end
-                    ),
-                ));
-            }
-        }
-        let phases: Vec<Phase> = phases.into_iter().map(|(_, p)| p).collect();
+        validate::policy(&raw.policy, &invalid)?;
+        let tenants = validate::tenants(raw.tenants, &raw.load, &invalid)?;
+        let targets = validate::targets(raw.targets, &invalid)?;
+        let phases = validate::phases(raw.phases, &invalid)?;
         let duration = phases.iter().map(|p| p.end).max().unwrap_or_default();
 
         let max_in_flight = raw
@@ -449,9 +151,9 @@ impl Scenario {
             .max_in_flight_per_target
             .unwrap_or(DEFAULT_MAX_IN_FLIGHT);
         if max_in_flight == 0 {
-            return Err(invalid(
+            return Err(invalid.at(
                 "load.max_in_flight_per_target",
-                whole,
+                0..0,
                 "must be at least 1".into(),
             ));
         }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::load::{Arrival, Spread};
 
 const MINIMAL: &str = r#"
 name = "t"

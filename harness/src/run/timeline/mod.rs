@@ -4,6 +4,7 @@
 //! ends a phase and starts the next.
 
 mod player;
+mod step;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -18,7 +19,8 @@ use crate::faults::Fault;
 use crate::results::{Event, PhaseFacts, Worker};
 use crate::scenario::{Phase, Scenario};
 use crate::wait::{sleep_until, until_stopped};
-pub use player::{Done, FaultError, Outcome, Player};
+pub use player::{Outcome, Player};
+pub use step::{Done, FaultError};
 
 /// The kind of event a fault's own report is recorded as.
 pub(super) const FAULT_REPORT: &str = "fault-report";

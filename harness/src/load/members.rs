@@ -1,0 +1,109 @@
+//! Where a target's requests go: its instances as last read from its rotation, each with its
+//! connection pools and Host header, read again only when the rotation changes.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use hyper::header::HeaderValue;
+
+use super::Rotation;
+use super::exchange::Pool;
+
+/// A target's instances as last read from its rotation: connection pools and a Host header
+/// for every instance known (by its index), and the indexes in rotation. An instance has one
+/// pool per source address (`sources`): one unbound pool, or one per tenant for a target that
+/// tells callers by source address.
+#[derive(Debug)]
+pub(super) struct Members {
+    /// Instance i's pool for source s at `i * sources.len() + s`.
+    pools: Vec<Arc<Pool>>,
+    pub(super) sources: Arc<[Option<IpAddr>]>,
+    pub(super) hosts: Vec<HeaderValue>,
+    pub(super) in_rotation: Vec<usize>,
+}
+
+impl Members {
+    /// From the rotation as it is now, keeping the pools (and their open connections) of
+    /// instances whose address has not changed.
+    pub(super) fn read(
+        rotation: &Rotation,
+        sources: Arc<[Option<IpAddr>]>,
+        before: Option<&Members>,
+    ) -> Self {
+        let members = rotation.members();
+        let per = sources.len();
+        let pools = members
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| {
+                sources.iter().enumerate().map(move |(s, source)| {
+                    match before.and_then(|b| b.pools.get(i * per + s)) {
+                        Some(pool) if pool.addr() == m.addr => Arc::clone(pool),
+                        _ => Arc::new(Pool::new(m.addr, *source)),
+                    }
+                })
+            })
+            .collect();
+        let hosts = members
+            .iter()
+            .map(|m| {
+                // An address's text is always a valid header value.
+                HeaderValue::try_from(m.addr.to_string())
+                    .unwrap_or_else(|_| HeaderValue::from_static("localhost"))
+            })
+            .collect();
+        let in_rotation: Vec<usize> = (0..members.len())
+            .filter(|&i| members[i].in_rotation)
+            .collect();
+        Self {
+            pools,
+            sources,
+            hosts,
+            // None in rotation: send to every known one anyway, as a balancer without
+            // health checks would; their refusals are the outcome.
+            in_rotation: if in_rotation.is_empty() {
+                (0..members.len()).collect()
+            } else {
+                in_rotation
+            },
+        }
+    }
+
+    /// Where `tenant`'s requests to `instance` take their connection from.
+    pub(super) fn pool(&self, instance: usize, tenant: usize) -> &Pool {
+        let per = self.sources.len();
+        let source = if per == 1 { 0 } else { tenant % per };
+        &self.pools[instance * per + source]
+    }
+}
+
+/// One target's rotation and the members last read from it.
+#[derive(Debug)]
+pub(super) struct Followed {
+    pub(super) rotation: Rotation,
+    pub(super) version: u64,
+    members: Arc<Members>,
+}
+
+impl Followed {
+    pub(super) fn new(rotation: Rotation, sources: Arc<[Option<IpAddr>]>) -> Self {
+        let version = rotation.version();
+        let members = Arc::new(Members::read(&rotation, sources, None));
+        Self {
+            rotation,
+            version,
+            members,
+        }
+    }
+
+    /// The members now: one atomic load unless the rotation changed.
+    pub(super) fn current(&mut self) -> &Arc<Members> {
+        let version = self.rotation.version();
+        if version != self.version {
+            let sources = Arc::clone(&self.members.sources);
+            self.members = Arc::new(Members::read(&self.rotation, sources, Some(&self.members)));
+            self.version = version;
+        }
+        &self.members
+    }
+}

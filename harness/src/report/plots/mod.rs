@@ -1,0 +1,174 @@
+//! The three plots of a report for one target, drawn as SVG strings with plotters: latency
+//! over time, admitted requests per tenant against the limit, and 429 / 5xx rates.
+//!
+//! Every plot of a run shares its x axis and, per kind, its y axis, so targets placed one under
+//! the other compare at a glance. Fault windows are shaded and phase names written above the
+//! plot area; the legend sits in its own row under the x axis so it never hides a line.
+
+mod axes;
+mod canvas;
+mod series;
+mod style;
+
+use crate::limits::LimitSource;
+use crate::results::read::SeriesRow;
+use crate::results::{RunResult, TargetResult};
+use axes::tick_label;
+use canvas::draw;
+use plotters::style::RGBColor;
+use series::{Line, Plot};
+use style::{BLUE, PURPLE, TENANT_COLOURS, VERMILLION};
+
+pub(super) use axes::Scales;
+pub(super) use canvas::PlotError;
+pub use style::FAULT_FILL_RGB;
+
+/// The target's rows of one tenant (or `"all"`), by second.
+fn tenant_rows<'r>(rows: &[&'r SeriesRow], tenant: &str) -> Vec<&'r SeriesRow> {
+    let mut out: Vec<&SeriesRow> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.tenant == tenant)
+        .collect();
+    out.sort_by_key(|r| r.second);
+    out
+}
+
+/// Latency p50 and p99 per second over all tenants, in ms.
+pub(super) fn latency(
+    target: &TargetResult,
+    rows: &[&SeriesRow],
+    scales: &Scales,
+) -> Result<String, PlotError> {
+    let all = tenant_rows(rows, "all");
+    // A second with nothing sent has no latency: a gap, not a zero.
+    let series = |pick: fn(&SeriesRow) -> u64| {
+        all.iter()
+            .map(move |r| {
+                let us = pick(r);
+                (
+                    r.second,
+                    (r.counts.offered > 0 && us > 0).then(|| us as f64 / 1000.0),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let scale = if scales.latency.log {
+        "ms, log scale"
+    } else {
+        "ms"
+    };
+    draw(
+        Plot {
+            title: format!(
+                "{}: latency from the scheduled send, per second",
+                target.name
+            ),
+            y_desc: format!("latency ({scale})"),
+            y: &scales.latency,
+            lines: vec![
+                Line::from_seconds("p50", BLUE, series(|r| r.p50_us)),
+                Line::from_seconds("p99", VERMILLION, series(|r| r.p99_us)),
+            ],
+        },
+        &target.phases,
+        scales,
+    )
+}
+
+/// Admitted requests per second for each tenant, with the per-tenant limit.
+pub(super) fn admitted(
+    run: &RunResult,
+    target: &TargetResult,
+    rows: &[&SeriesRow],
+    scales: &Scales,
+) -> Result<String, PlotError> {
+    let mut tenants: Vec<String> = target
+        .phases
+        .first()
+        .map(|p| p.tenants.iter().map(|t| t.name.clone()).collect())
+        .unwrap_or_default();
+    // Tenants the series knows and run.json does not (a run cut before its first phase).
+    for r in rows {
+        if r.tenant != "all" && !tenants.contains(&r.tenant) {
+            tenants.push(r.tenant.clone());
+        }
+    }
+    let mut lines: Vec<Line> = tenants
+        .iter()
+        .zip(TENANT_COLOURS.iter().cycle())
+        .map(|(tenant, colour)| {
+            let points = tenant_rows(rows, tenant)
+                .into_iter()
+                .map(|r| (r.second, Some(r.counts.admitted as f64)));
+            Line::from_seconds(tenant.as_str(), *colour, points)
+        })
+        .collect();
+    let judged = run.limit_of(target);
+    let limit = judged.per_s();
+    if limit > 0.0 {
+        let whose = match judged.source {
+            LimitSource::Scenario => "",
+            LimitSource::Manifest => ", its manifest's",
+            LimitSource::Deployment => ", its deployment file's",
+        };
+        lines.push(Line {
+            label: format!("limit {} req/s per tenant{whose}", tick_label(limit)),
+            colour: RGBColor(60, 60, 60),
+            dashed: true,
+            width: 2,
+            segments: vec![vec![(0.0, limit), (scales.x_end, limit)]],
+        });
+    }
+    draw(
+        Plot {
+            title: format!("{}: admitted requests per second, per tenant", target.name),
+            y_desc: "admitted (req/s)".into(),
+            y: &scales.admitted,
+            lines,
+        },
+        &target.phases,
+        scales,
+    )
+}
+
+/// 429 and 5xx answers (and transport errors, where there are any) as % of offered.
+pub(super) fn errors(
+    target: &TargetResult,
+    rows: &[&SeriesRow],
+    scales: &Scales,
+) -> Result<String, PlotError> {
+    let all = tenant_rows(rows, "all");
+    let share = |pick: fn(&SeriesRow) -> u64| {
+        all.iter()
+            .map(move |r| {
+                let offered = r.counts.offered;
+                (
+                    r.second,
+                    (offered > 0).then(|| pick(r) as f64 * 100.0 / offered as f64),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut lines = vec![
+        Line::from_seconds("429 limited", BLUE, share(|r| r.counts.limited)),
+        Line::from_seconds("5xx", VERMILLION, share(|r| r.counts.errors_5xx())),
+    ];
+    if all.iter().any(|r| r.counts.transport_error > 0) {
+        lines.push(Line::from_seconds(
+            "transport errors",
+            PURPLE,
+            share(|r| r.counts.transport_error),
+        ));
+    }
+    draw(
+        Plot {
+            title: format!("{}: 429 and 5xx answers, per second", target.name),
+            y_desc: "% of offered requests".into(),
+            y: &scales.errors,
+            lines,
+        },
+        &target.phases,
+        scales,
+    )
+}

@@ -1,0 +1,143 @@
+//! Whether a run's figures can be trusted, and the notes that say why not: a load generator
+//! that dropped requests or fell behind, a target broken before any fault, a machine short of
+//! CPU, and a worker's share that cannot be judged alone.
+
+use crate::metrics::Counts;
+
+use super::{PhaseResult, RunResult, TargetResult};
+
+/// Above this share of the scheduled requests dropped by the generator, the run did not send
+/// what the scenario asked, and its verdicts cannot be trusted.
+const UNTRUSTED_DROP_SHARE: f64 = 0.001;
+/// Above this send-lag p99 the generator fell behind by as much as the latencies it measures
+/// (the shipped gates ask p99 ≤ 30 ms): the figures are the machine's, not the target's.
+const UNTRUSTED_SEND_LAG_US: u64 = 50_000;
+
+impl RunResult {
+    /// Why the run's measurements cannot be trusted, if they cannot: the generator dropped
+    /// requests or fell behind beyond the thresholds above. A verdict on such a run exits 3.
+    pub fn untrusted(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        let scheduled = self.load.scheduled.max(1);
+        let dropped_share = self.load.dropped as f64 / scheduled as f64;
+        if dropped_share > UNTRUSTED_DROP_SHARE {
+            why.push(format!(
+                "the load generator dropped {} of {} scheduled requests ({:.2} %, above {:.1} %)",
+                self.load.dropped,
+                self.load.scheduled,
+                dropped_share * 100.0,
+                UNTRUSTED_DROP_SHARE * 100.0
+            ));
+        }
+        for t in &self.targets {
+            if let Some(lag) = t.send_lag_us.filter(|l| l.p99 > UNTRUSTED_SEND_LAG_US) {
+                why.push(format!(
+                    "the load generator fell behind on {} (send lag p99 {:.1} ms, above {} ms)",
+                    t.name,
+                    lag.p99 as f64 / 1000.0,
+                    UNTRUSTED_SEND_LAG_US / 1000
+                ));
+            }
+        }
+        why
+    }
+}
+
+/// A worker sends a share of every tenant's traffic while the limiter decides on all of it,
+/// and reads the Redis every worker loads: its share's admitted count says nothing against the
+/// allowance, nor its requests against the store's commands. Those figures are not measured
+/// (`null`) until `failmode merge` puts the shares together (the store's command count and the
+/// target's fallback counter stay: they are the whole target's, and merge reads them); returns
+/// the note that says so.
+pub fn withhold_for_worker(targets: &mut [TargetResult]) -> String {
+    for phase in targets.iter_mut().flat_map(|t| &mut t.phases) {
+        phase.store_amplification = None;
+        phase.store_amplification_per_attempt = None;
+        for tenant in phase.tenants.iter_mut().chain([&mut phase.all]) {
+            tenant.over_admission = None;
+            tenant.over_admission_beyond_window = None;
+            tenant.wrongful_denial = None;
+        }
+    }
+    "one worker's share of the run: its over-admission, wrongful denial and store \
+     amplification are not measured (the limiter decided on, and the store counted, every \
+     worker's traffic); `failmode merge` the workers' folders for them, and gate or compare the \
+     merged folder"
+        .to_owned()
+}
+
+/// Above this share of errors before any fault, a target is broken with a healthy Redis, and
+/// whatever it does under a fault says nothing about its failure mode.
+const HEALTHY_ERROR_SHARE: f64 = 0.01;
+/// ...and at least this many errors: in a short phase (a scaled-down run's 2 s of healthy
+/// Redis, 290 requests), 3 timeouts in the cold first second (a JIT compiling beside it, a
+/// pool growing) pass 1 % without anything being broken.
+const BROKEN_ERRORS_AT_LEAST: u64 = 10;
+
+/// Notes naming each target that answered 5xx or not at all before the first fault: with a
+/// healthy store, that is a broken target (seen: a limiter built before its Redis client was
+/// ready caches the failed script load and answers 500 forever), not a failure mode.
+pub fn broken_before_any_fault(targets: &[TargetResult]) -> Vec<String> {
+    targets
+        .iter()
+        .filter_map(|t| {
+            let before: Vec<&PhaseResult> = t
+                .phases
+                .iter()
+                .take_while(|p| p.faults.is_empty())
+                .collect();
+            let mut counts = Counts::default();
+            for p in &before {
+                counts.merge(&p.all.counts);
+            }
+            // A 503 is a refusal, not an error, from a target that declares it refuses so.
+            let refusals = if t.refuses_with == 503 {
+                counts.unavailable
+            } else {
+                0
+            };
+            let errors =
+                counts.errors_5xx() - refusals + counts.transport_error + counts.other_status;
+            let share = errors as f64 / counts.offered.max(1) as f64;
+            (share > HEALTHY_ERROR_SHARE && errors >= BROKEN_ERRORS_AT_LEAST).then(|| {
+                format!(
+                    "{} answered {:.1} % of requests with an error (5xx {}, no answer {}, other {}) \
+                     before any fault ({}), with Redis healthy: the target itself is broken \
+                     (see its log), so its figures under faults do not show a failure mode",
+                    t.name,
+                    share * 100.0,
+                    counts.errors_5xx(),
+                    counts.transport_error,
+                    counts.other_status,
+                    before
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+/// The load generator's send lag above which the machine, not the targets, shapes latency:
+/// on an idle machine its p99 stays under 0.2 ms at 5,000 req/s (`just bench-loadgen`).
+const SATURATED_SEND_LAG_US: u64 = 5_000;
+
+/// A note when the load generator itself ran late: every process on the machine was then
+/// queueing for CPU, and every latency of the run includes that wait.
+pub fn machine_saturated(targets: &[TargetResult]) -> Option<String> {
+    let (worst, p99) = targets
+        .iter()
+        .filter_map(|t| Some((t, t.send_lag_us?.p99)))
+        .max_by_key(|(_, p99)| *p99)?;
+    (p99 > SATURATED_SEND_LAG_US).then(|| {
+        format!(
+            "the load generator sent late (send lag p99 {:.1} ms, {}): the machine was short of \
+             CPU, so every latency here includes waiting for it; compare latencies within this \
+             run, or run fewer targets at once (--targets) for absolute figures",
+            p99 as f64 / 1000.0,
+            worst.name
+        )
+    })
+}

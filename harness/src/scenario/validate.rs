@@ -1,0 +1,388 @@
+//! The checks across a scenario's fields that serde cannot make: a whole-number limit, unique
+//! tenant, target and phase names, each target named one way, faults a phase can hold, phases
+//! that do not overlap. Each error names the key and the line it is about.
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::raw::{RawLoad, RawPhase, RawPolicy, RawTarget, RawTenant};
+use super::{ManifestRef, Phase, ScenarioError, TargetRef, Tenant};
+use crate::faults::Fault;
+use crate::load::{Arrival, Spread};
+use crate::names::is_plain_name;
+
+pub(super) fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// What makes a client behaviour unusable, if anything.
+fn client_problem(client: &crate::load::Client) -> Option<String> {
+    use crate::load::Client;
+    match *client {
+        Client::Retry5xx { attempts }
+        | Client::RetryBackoff { attempts, .. }
+        | Client::HonourRetryAfter { attempts, .. }
+            if attempts == 0 =>
+        {
+            Some("attempts must be at least 1 (the first one)".into())
+        }
+        Client::RetryBackoff { base, cap, .. } if base.is_zero() || cap < base => Some(format!(
+            "a backoff's base ({base:?}) must be more than zero and its cap ({cap:?}) no less"
+        )),
+        Client::AdaptiveThrottling { k, window }
+            if !(k > 0.0 && k.is_finite()) || window.is_zero() =>
+        {
+            Some(format!(
+                "adaptive throttling needs k > 0 ({k}) and a window ({window:?})"
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Makes the errors of one scenario's text: named by its origin, at the line of a span.
+pub(super) struct Invalid<'a> {
+    pub(super) origin: &'a str,
+    pub(super) text: &'a str,
+}
+
+impl Invalid<'_> {
+    /// `key` is invalid: `message`, at the line `span` starts on (the first line for the
+    /// keys checked without a span).
+    pub(super) fn at(&self, key: &str, span: Range<usize>, message: String) -> ScenarioError {
+        ScenarioError::Invalid {
+            origin: self.origin.to_owned(),
+            key: key.to_owned(),
+            line: line_of(self.text, span.start),
+            message,
+        }
+    }
+}
+
+/// The limit is a whole number of requests and the window is not empty.
+pub(super) fn policy(policy: &RawPolicy, invalid: &Invalid) -> Result<(), ScenarioError> {
+    let whole = 0..0;
+    let window = policy.window.0;
+    if policy.limit.0.fract() != 0.0 {
+        return Err(invalid.at(
+            "policy.limit",
+            whole.clone(),
+            format!("{} must be a whole number of requests", policy.limit.0),
+        ));
+    }
+    if window.is_zero() {
+        return Err(invalid.at("policy.window", whole, "must be greater than zero".into()));
+    }
+    Ok(())
+}
+
+/// The tenants, each with the load's defaults where it gives none.
+pub(super) fn tenants(
+    raw: Vec<RawTenant>,
+    load: &RawLoad,
+    invalid: &Invalid,
+) -> Result<Vec<Tenant>, ScenarioError> {
+    let whole = 0..0;
+    let default_arrival = load.arrival.unwrap_or(Arrival::Uniform);
+    let default_spread = load.spread.unwrap_or(Spread::RoundRobin);
+    if raw.is_empty() {
+        return Err(invalid.at(
+            "tenants",
+            whole,
+            "needs at least one [[tenants]] entry".into(),
+        ));
+    }
+    let mut tenants: Vec<Tenant> = Vec::new();
+    for t in raw {
+        let tenant = tenant(t, &tenants, (default_arrival, default_spread), invalid)?;
+        tenants.push(tenant);
+    }
+    Ok(tenants)
+}
+
+/// One tenant, told apart from the `known` ones by its name and its caller key.
+fn tenant(
+    t: RawTenant,
+    known: &[Tenant],
+    (default_arrival, default_spread): (Arrival, Spread),
+    invalid: &Invalid,
+) -> Result<Tenant, ScenarioError> {
+    let whole = 0..0;
+    // "all" names every tenant together in run.json, series.csv and the logs.
+    if !is_plain_name(&t.name) || t.name == "all" || known.iter().any(|o| o.name == t.name) {
+        return Err(invalid.at(
+            "tenants.name",
+            whole.clone(),
+            format!(
+                "{:?} must be unique, not \"all\" (every tenant together), and made of \
+                 letters, digits, '-', '_' or '.'",
+                t.name
+            ),
+        ));
+    }
+    let caller = t.caller.clone().unwrap_or_else(|| t.name.clone());
+    if let Some(other) = known.iter().find(|o| o.caller == caller) {
+        return Err(invalid.at(
+            "tenants.caller",
+            whole.clone(),
+            format!(
+                "{caller:?} is also {:?}'s caller key: two tenants sharing a key share one quota",
+                other.name
+            ),
+        ));
+    }
+    if let Some(problem) = client_problem(&t.client) {
+        return Err(invalid.at(
+            "tenants.client",
+            whole.clone(),
+            format!("of tenant {:?}: {problem}", t.name),
+        ));
+    }
+    Ok(Tenant {
+        caller,
+        name: t.name,
+        rate_per_s: t.rate.0,
+        arrival: t.arrival.unwrap_or(default_arrival),
+        spread: t.spread.unwrap_or(default_spread),
+        client: t.client,
+    })
+}
+
+/// The targets, each named once and one way.
+pub(super) fn targets(
+    raw: Vec<Spanned<RawTarget>>,
+    invalid: &Invalid,
+) -> Result<Vec<TargetRef>, ScenarioError> {
+    let whole = 0..0;
+    if raw.is_empty() {
+        return Err(invalid.at(
+            "targets",
+            whole,
+            "needs at least one [[targets]] entry".into(),
+        ));
+    }
+    let mut targets: Vec<TargetRef> = Vec::new();
+    for spanned in raw {
+        let span = spanned.span();
+        let t = spanned.into_inner();
+        let (name, manifest) =
+            name_or_manifest(t.name, t.manifest, t.variant, span.clone(), invalid)?;
+        if targets.iter().any(|o| o.name == name) {
+            return Err(invalid.at(
+                if manifest.is_some() {
+                    "targets.manifest"
+                } else {
+                    "targets.name"
+                },
+                span,
+                format!("{name:?} is listed twice"),
+            ));
+        }
+        if t.instances == Some(0) {
+            return Err(invalid.at("targets.instances", span, "must be at least 1".into()));
+        }
+        targets.push(TargetRef {
+            name,
+            instances: t.instances,
+            manifest,
+        });
+    }
+    Ok(targets)
+}
+
+/// A target's name and, for one named by a manifest's path, that manifest: exactly one of
+/// `name` and `manifest`, `variant` only with `manifest`.
+fn name_or_manifest(
+    name: Option<String>,
+    manifest: Option<String>,
+    variant: Option<String>,
+    span: Range<usize>,
+    invalid: &Invalid,
+) -> Result<(String, Option<ManifestRef>), ScenarioError> {
+    let named = match (name, manifest, variant) {
+        (Some(name), None, None) => (name, None),
+        (Some(_), None, Some(_)) => {
+            return Err(invalid.at(
+                "targets.variant",
+                span,
+                "only goes with `manifest`: a target found by `name` is one variant \
+                 already"
+                    .into(),
+            ));
+        }
+        (None, Some(path), variant) => {
+            if path.trim().is_empty() {
+                return Err(invalid.at(
+                    "targets.manifest",
+                    span,
+                    "is empty: give a target.toml, relative to this scenario file".into(),
+                ));
+            }
+            if let Some(v) = variant.as_ref().filter(|v| !is_plain_name(v)) {
+                return Err(invalid.at(
+                    "targets.variant",
+                    span,
+                    format!("{v:?} must be made of letters, digits, '-', '_' or '.'"),
+                ));
+            }
+            let name = variant.clone().unwrap_or_else(|| path.clone());
+            let line = line_of(invalid.text, span.start);
+            let path = PathBuf::from(path);
+            (
+                name,
+                Some(ManifestRef {
+                    path,
+                    variant,
+                    line,
+                }),
+            )
+        }
+        (Some(_), Some(_), _) => {
+            return Err(invalid.at(
+                "targets.manifest",
+                span,
+                "and `name` cannot both be given: `name` picks a target found in the \
+                 project, failmode's checkout or the built-ins, `manifest` reads one \
+                 file (and `variant` picks among its variants)"
+                    .into(),
+            ));
+        }
+        (None, None, _) => {
+            return Err(invalid.at(
+                "targets.name",
+                span,
+                "is missing: give `name` (a target `failmode list` shows) or `manifest` \
+                 (a target.toml, relative to this scenario file)"
+                    .into(),
+            ));
+        }
+    };
+    Ok(named)
+}
+
+/// The phases, sorted by start, each named once, none overlapping the next.
+pub(super) fn phases(
+    raw: Vec<Spanned<RawPhase>>,
+    invalid: &Invalid,
+) -> Result<Vec<Phase>, ScenarioError> {
+    let whole = 0..0;
+    if raw.is_empty() {
+        return Err(invalid.at(
+            "phases",
+            whole,
+            "needs at least one [[phases]] entry".into(),
+        ));
+    }
+    let mut phases: Vec<(Range<usize>, Phase)> = Vec::new();
+    for spanned in raw {
+        let span = spanned.span();
+        let p = spanned.into_inner();
+        let phase = phase(p, span.clone(), &phases, invalid)?;
+        phases.push((span, phase));
+    }
+    phases.sort_by_key(|(_, p)| p.start);
+    for pair in phases.windows(2) {
+        let ((_, a), (span, b)) = (&pair[0], &pair[1]);
+        if b.start < a.end {
+            return Err(invalid.at(
+                "phases.start",
+                span.clone(),
+                format!(
+                    "phase {:?} starts at {:?}, before phase {:?} ends at {:?}: phases must not overlap",
+                    b.name, b.start, a.name, a.end
+                ),
+            ));
+        }
+    }
+    Ok(phases.into_iter().map(|(_, p)| p).collect())
+}
+
+/// One phase: it ends after it starts, holds faults a phase can hold, and has a name of its own
+/// among the `known` ones.
+fn phase(
+    p: RawPhase,
+    span: Range<usize>,
+    known: &[(Range<usize>, Phase)],
+    invalid: &Invalid,
+) -> Result<Phase, ScenarioError> {
+    if p.end.0 <= p.start.0 {
+        return Err(invalid.at(
+            "phases.end",
+            span.clone(),
+            format!("of phase {:?} must be after its start", p.name),
+        ));
+    }
+    faults(&p, span.clone(), invalid)?;
+    if !is_plain_name(&p.name) {
+        return Err(invalid.at(
+            "phases.name",
+            span.clone(),
+            format!(
+                "{:?} must be made of letters, digits, '-', '_' or '.'",
+                p.name
+            ),
+        ));
+    }
+    if known.iter().any(|(_, o)| o.name == p.name) {
+        return Err(invalid.at(
+            "phases.name",
+            span.clone(),
+            format!("{:?} is used twice", p.name),
+        ));
+    }
+    Ok(Phase {
+        name: p.name,
+        start: p.start.0,
+        end: p.end.0,
+        faults: p.faults,
+    })
+}
+
+/// At most one flap (down for less than its period) and one scale (to at least 1 instance).
+fn faults(p: &RawPhase, span: Range<usize>, invalid: &Invalid) -> Result<(), ScenarioError> {
+    let flaps: Vec<(Duration, Duration)> = p
+        .faults
+        .iter()
+        .filter_map(|f| match f {
+            Fault::Flap { period, down } => Some((*period, *down)),
+            _ => None,
+        })
+        .collect();
+    if flaps.len() > 1 {
+        return Err(invalid.at(
+            "phases.faults",
+            span.clone(),
+            "at most one flap per phase".into(),
+        ));
+    }
+    if let Some(&(period, down)) = flaps.first()
+        && (down.is_zero() || down >= period)
+    {
+        return Err(invalid.at(
+            "phases.faults",
+            span.clone(),
+            format!(
+                "a flap's down ({down:?}) must be more than zero and less than its period ({period:?})"
+            ),
+        ));
+    }
+    let scales: Vec<u32> = p
+        .faults
+        .iter()
+        .filter_map(|f| match f {
+            Fault::Scale { to, .. } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    if scales.len() > 1 || scales.contains(&0) {
+        return Err(invalid.at(
+            "phases.faults",
+            span.clone(),
+            "at most one scale per phase, to at least 1 instance".into(),
+        ));
+    }
+    Ok(())
+}
