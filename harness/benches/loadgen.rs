@@ -257,23 +257,27 @@ struct Tally {
 
 impl Recorder for Tally {
     fn record(&self, s: &Sample) {
+        self.record_repeated(s, 1);
+    }
+
+    fn record_repeated(&self, s: &Sample, n: u64) {
         match s.outcome {
             Outcome::Dropped(_) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+                self.dropped.fetch_add(n, Ordering::Relaxed);
                 return;
             }
             Outcome::Admitted => {}
             _ => {
-                self.not_2xx.fetch_add(1, Ordering::Relaxed);
+                self.not_2xx.fetch_add(n, Ordering::Relaxed);
             }
         }
         // Sent within the run: a generator falling behind would push sends past its end.
         if s.scheduled + s.send_lag < self.duration {
-            self.requests[s.tenant].fetch_add(1, Ordering::Relaxed);
+            self.requests[s.tenant].fetch_add(n, Ordering::Relaxed);
         }
         let mut h = self.histograms.lock().unwrap();
-        h.0.saturating_record(s.send_lag.as_micros() as u64);
-        h.1.saturating_record(s.latency.as_micros() as u64);
+        h.0.saturating_record_n(s.send_lag.as_micros() as u64, n);
+        h.1.saturating_record_n(s.latency.as_micros() as u64, n);
     }
 }
 

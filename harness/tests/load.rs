@@ -22,24 +22,41 @@ use support::scripted_server::{Action, Server, answer};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+/// Every sample recorded one by one, and those recorded in bulk with their count.
 #[derive(Default)]
-struct Samples(Mutex<Vec<Sample>>);
+struct Samples {
+    one_by_one: Mutex<Vec<Sample>>,
+    bulk: Mutex<Vec<(Sample, u64)>>,
+}
 
 impl Recorder for Samples {
     fn record(&self, sample: &Sample) {
-        self.0.lock().unwrap().push(*sample);
+        self.one_by_one.lock().unwrap().push(*sample);
+    }
+
+    fn record_repeated(&self, sample: &Sample, n: u64) {
+        self.bulk.lock().unwrap().push((*sample, n));
     }
 }
 
 impl Samples {
+    /// The samples recorded one by one.
     fn all(&self) -> Vec<Sample> {
-        self.0.lock().unwrap().clone()
+        self.one_by_one.lock().unwrap().clone()
     }
 
+    fn bulk(&self) -> Vec<(Sample, u64)> {
+        self.bulk.lock().unwrap().clone()
+    }
+
+    /// Every sample, one by one or in bulk, by outcome.
     fn outcomes(&self) -> HashMap<Outcome, usize> {
         let mut by = HashMap::new();
         for s in self.all() {
             *by.entry(s.outcome).or_insert(0) += 1;
+        }
+        for (s, n) in self.bulk() {
+            *by.entry(s.outcome).or_insert(0) += n as usize;
         }
         by
     }
@@ -101,8 +118,9 @@ fn assert_accounted(summary: &LoadSummary, samples: &Samples) {
         summary.dropped_by_cause.total(),
         "{summary:?}"
     );
+    let in_bulk: u64 = samples.bulk().iter().map(|&(_, n)| n).sum();
     assert_eq!(
-        samples.all().len() as u64,
+        samples.all().len() as u64 + in_bulk,
         summary.scheduled - summary.cancelled,
         "{summary:?}"
     );
@@ -436,6 +454,83 @@ async fn cancel_stops_sending_at_once_and_counts_the_rest_as_cancelled() {
     assert_eq!(summary.cancelled, 2_000 - summary.sent);
     assert_eq!(summary.abandoned, 0);
     assert_eq!(server.count_of("acme") as u64, summary.sent);
+}
+
+/// Two million a second for one tenant: no machine this runs on sends that, so the generator
+/// is behind from its first pass.
+const ABSURD_RATE: f64 = 2_000_000.0;
+
+#[tokio::test]
+async fn a_rate_no_generator_can_send_ends_on_time_its_backlog_dropped_in_bulk() {
+    let server = Server::start(|_| answer(200)).await;
+    let duration = Duration::from_secs(2);
+    let plan = plan(
+        vec![server.addr],
+        vec![tenant("acme", ABSURD_RATE, Spread::Sticky)],
+        duration,
+    );
+    let timeout = plan.request_timeout;
+    let (summary, samples, start) = run(plan, CancellationToken::new()).await;
+
+    // The end, the request timeout, and the engine's 50 ms after the end and 100 ms margin.
+    let bound = duration + timeout + Duration::from_millis(150);
+    assert!(
+        start.elapsed() < bound,
+        "ended {:?} after the start",
+        start.elapsed()
+    );
+    assert_accounted(&summary, &samples);
+    assert_eq!(
+        summary.scheduled,
+        (ABSURD_RATE * duration.as_secs_f64()) as u64
+    );
+    assert!(summary.dropped_by_cause.backlog > 0, "{summary:?}");
+    let bulk = samples.bulk();
+    assert!(
+        bulk.iter()
+            .all(|(s, _)| s.outcome == Outcome::Dropped(DropCause::Backlog)),
+        "only the backlog is recorded in bulk"
+    );
+    let in_bulk: u64 = bulk.iter().map(|&(_, n)| n).sum();
+    assert_eq!(in_bulk, summary.dropped_by_cause.backlog);
+    // Charged second by second: no bulk record spans two seconds' worth of arrivals.
+    let per_second = ABSURD_RATE as u64;
+    assert!(bulk.iter().all(|&(_, n)| n <= per_second), "{bulk:?}");
+}
+
+#[tokio::test]
+async fn an_absurd_rate_stops_sending_within_100_ms_of_a_cancel_and_counts_the_rest() {
+    let mut server = Server::start(|_| answer(200)).await;
+    let cancel = CancellationToken::new();
+    let duration = Duration::from_secs(30);
+    let plan = plan(
+        vec![server.addr],
+        vec![tenant("acme", ABSURD_RATE, Spread::Sticky)],
+        duration,
+    );
+    let running = tokio::spawn(run(plan, cancel.clone()));
+    server.wait_for_requests(100).await;
+    let cancelled_at = Instant::now();
+    cancel.cancel();
+    let (summary, samples, start) = running.await.unwrap();
+
+    let stopped = summary.stopped_sending_at.unwrap();
+    let cancelled_after = cancelled_at - start;
+    assert!(
+        stopped < cancelled_after + Duration::from_millis(100),
+        "stopped sending at {stopped:?}, cancelled at {cancelled_after:?}"
+    );
+    // Sixty million arrivals in all, nearly all counted as cancelled without being visited.
+    assert!(
+        cancelled_at.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        cancelled_at.elapsed()
+    );
+    assert_accounted(&summary, &samples);
+    assert_eq!(
+        summary.scheduled,
+        (ABSURD_RATE * duration.as_secs_f64()) as u64
+    );
 }
 
 #[tokio::test]

@@ -219,6 +219,15 @@ fn bad_scenarios_exit_2_naming_the_key_and_line() {
             vec!["greater than zero", "line 12"],
         ),
         (
+            OUTAGE.replace("rate = 20", "rate = 20000000"),
+            vec![
+                "rate",
+                "more than any machine can send",
+                "--worker",
+                "line 12",
+            ],
+        ),
+        (
             OUTAGE.replace("start = \"4s\"", "start = \"3s\""),
             vec!["phases.start", "overlap", "line 29"],
         ),

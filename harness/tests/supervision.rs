@@ -1,8 +1,9 @@
-//! Nothing a run started outlives the harness, however the harness ends: killed with SIGKILL
-//! (an OOM kill, a cancelled CI job), or told to quit at once by a second Ctrl-C. Every
-//! process the run started (Toxiproxy, a redis-server per target, the instances and the
-//! instances' own children) is found from the process tree before the end, and must be gone,
-//! by pid and by process group, within a second of it.
+//! Nothing left behind, nothing runs away. Nothing a run started outlives the harness, however
+//! the harness ends: killed with SIGKILL (an OOM kill, a cancelled CI job), or told to quit at
+//! once by a second Ctrl-C. Every process the run started (Toxiproxy, a redis-server per
+//! target, the instances and the instances' own children) is found from the process tree
+//! before the end, and must be gone, by pid and by process group, within a second of it. And
+//! a rate no machine can send still ends on time, its verdict untrusted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,6 +13,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+use failmode::results::RunResult;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use support::stub::{
@@ -103,4 +105,63 @@ fn a_second_ctrl_c_quits_at_once_and_leaves_no_process_of_the_run_running() {
     assert_eq!(status.code(), Some(130));
     let left = run.left_after(quit);
     assert!(left.is_empty(), "still running: {left:?}");
+}
+
+#[test]
+fn a_rate_no_machine_can_send_still_ends_on_time_and_its_verdict_is_untrusted() {
+    let path = support::fixture_path("absurd-rate.toml");
+    let scenario = failmode::scenario::Scenario::load(&path).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let folder = out.path().join("run");
+    let mut harness = std::process::Command::new(env!("CARGO_BIN_EXE_failmode"))
+        .args([
+            "run",
+            &path.to_string_lossy(),
+            "--no-build",
+            "--gate",
+            "--out",
+        ])
+        .arg(&folder)
+        .current_dir(support::workspace())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(harness.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok);
+    assert!(
+        lines.any(|l| l.starts_with("running test-absurd-rate for")),
+        "the load never started"
+    );
+    let load_started = Instant::now();
+    let rest: Vec<String> = lines.collect();
+    let status = harness.wait().unwrap();
+    let took = load_started.elapsed();
+
+    // The timeline, the request timeout and the engine's 150 ms, then the results written:
+    // a few seconds for that in a debug build, where visiting the 16 million arrivals one by
+    // one would take minutes.
+    let bound = scenario.duration + scenario.request_timeout + Duration::from_secs(4);
+    assert!(
+        took < bound,
+        "ended {took:?} after the load started:\n{}",
+        rest.join("\n")
+    );
+    assert_eq!(status.code(), Some(3), "{}", rest.join("\n"));
+    let run = RunResult::read(&folder).unwrap();
+    assert!(!run.partial);
+    assert!(run.load.dropped > 0, "{:?}", run.load);
+    assert!(
+        run.untrusted_because
+            .iter()
+            .any(|why| why.contains("dropped")),
+        "{:?}",
+        run.untrusted_because
+    );
+    assert!(
+        support::schema_errors(&folder).is_empty(),
+        "{:?}",
+        support::schema_errors(&folder)
+    );
 }

@@ -84,6 +84,23 @@ fn pacing_quantum(plan: &LoadPlan) -> Duration {
     }
 }
 
+/// Due arrivals dispatched in one pass before the dispatcher looks at the clock and at
+/// cancellation again: however far behind, a Ctrl-C stops the sending within one pass
+/// (well under 100 ms).
+const MAX_DUE_PER_PASS: usize = 1024;
+
+/// An arrival later than this is not sent: it and every arrival of its stream due before
+/// `now − MAX_LATE` are dropped in bulk ([`DropCause::Backlog`]). A second late, a latency
+/// "from the schedule" measures the generator, not the target; and a backlog sent one by one
+/// would keep the generator behind for as long as the run lasts.
+const MAX_LATE: Duration = Duration::from_secs(1);
+
+/// How long after the plan's end an arrival due before it may still leave: a wake-up can be
+/// late by a quantum and the kernel's latency, more on a busy machine. As long as the
+/// untrusted send-lag figure (`results::trust`), so a run that drops here was already one
+/// to distrust.
+const SEND_AFTER_END: Duration = Duration::from_millis(50);
+
 /// How long a cancelled run waits for its requests in flight (at most the request timeout).
 const CANCEL_GRACE: Duration = Duration::from_millis(250);
 
@@ -94,7 +111,9 @@ const END_MARGIN: Duration = Duration::from_millis(100);
 /// Runs `plan` from `start` (offset zero of every schedule; pass an instant slightly ahead
 /// of now so the first requests are not late) until its duration is over or `cancel` fires.
 ///
-/// Ends when every scheduled request has been sent and answered or timed out. On `cancel` it
+/// Ends when every scheduled request has been sent (or dropped) and answered or timed out,
+/// by the plan's end + request timeout + 150 ms however far behind it fell: arrivals still due
+/// 50 ms after the end, or more than a second late, are dropped in bulk. On `cancel` it
 /// stops sending at once, counts what was left as [`LoadSummary::cancelled`], and waits for
 /// the requests in flight for a short grace (250 ms, at most the request timeout); those still
 /// unanswered then are recorded as abandoned ([`LoadSummary::abandoned`]).
@@ -294,12 +313,24 @@ impl Load {
                 break;
             }
             let now = Instant::now();
+            if now >= self.end + SEND_AFTER_END {
+                // What is still due was not sent in time: the run ends on time regardless.
+                self.drop_backlog(&mut due, self.end - self.start);
+                break;
+            }
+            let elapsed = now - self.start;
+            if next + MAX_LATE < elapsed {
+                self.drop_backlog(&mut due, elapsed - MAX_LATE);
+            }
             next_wake = now + self.quantum;
-            while let Some(&Reverse((offset, i))) = due.peek()
+            let mut dispatched = 0;
+            while dispatched < MAX_DUE_PER_PASS
+                && let Some(&Reverse((offset, i))) = due.peek()
                 && self.start + offset <= now
             {
                 due.pop();
                 self.dispatch(i, offset);
+                dispatched += 1;
                 if let Some(after) = self.streams[i].schedule.next() {
                     due.push(Reverse((after, i)));
                 }
@@ -323,7 +354,7 @@ impl Load {
             let _ = tokio::time::timeout(grace, self.tasks.wait()).await;
         } else {
             // A retry may start until the run's end, after the last scheduled send.
-            let deadline = self.end.max(Instant::now()) + self.request_timeout + END_MARGIN;
+            let deadline = self.end + SEND_AFTER_END + self.request_timeout + END_MARGIN;
             let last = tokio::time::timeout_at(deadline.into(), self.tasks.wait());
             tokio::select! {
                 _ = last => {}
@@ -335,16 +366,58 @@ impl Load {
         // The requests still in flight are recorded as the runtime drops them; their counts
         // (abandoned, retries) are read after that (`Settled::complete`).
         if was_cancelled {
-            // Counted by walking the rest of each schedule: exact, and done once the requests
-            // in flight are settled, since it can take a moment on a long run.
+            let all = self.end - self.start;
             let left: u64 = due
                 .into_iter()
-                .map(|Reverse((_, i))| 1 + self.streams[i].schedule.by_ref().count() as u64)
+                .map(|Reverse((_, i))| 1 + self.streams[i].schedule.skip_until(all))
                 .sum();
             self.summary.cancelled = left;
             self.summary.scheduled += left;
         }
         Ok(self.summary)
+    }
+
+    /// Drops every arrival due before `until` (an offset) in bulk, counted and recorded per
+    /// stream and second without visiting them: the heap's entries before `until`, and the
+    /// arrivals their streams would have produced up to it.
+    fn drop_backlog(&mut self, due: &mut BinaryHeap<Reverse<(Duration, usize)>>, until: Duration) {
+        let cause = DropCause::Backlog;
+        while let Some(&Reverse((first, i))) = due.peek()
+            && first < until
+        {
+            due.pop();
+            let stream = &mut self.streams[i];
+            let mut from = first;
+            // Second by second, so each second (and each phase, to within one) is charged
+            // with its own drops.
+            loop {
+                let second_end = Duration::from_secs(from.as_secs() + 1).min(until);
+                let n = 1 + stream.schedule.skip_until(second_end);
+                self.summary.scheduled += n;
+                self.summary.dropped += n;
+                self.summary.dropped_by_cause.count(cause, n);
+                let sample = Sample {
+                    target: stream.target,
+                    tenant: stream.tenant,
+                    instance: 0,
+                    scheduled: from,
+                    send_lag: Duration::ZERO,
+                    latency: Duration::ZERO,
+                    service_time: Duration::ZERO,
+                    outcome: Outcome::Dropped(cause),
+                    attempts: 0,
+                };
+                self.recorder.record_repeated(&sample, n);
+                match stream.schedule.next() {
+                    Some(next) if next < until => from = next,
+                    Some(next) => {
+                        due.push(Reverse((next, i)));
+                        break;
+                    }
+                    None => break,
+                }
+            }
+        }
     }
 
     fn dispatch(&mut self, stream: usize, offset: Duration) {
@@ -377,7 +450,7 @@ impl Load {
         let Ok(permit) = self.in_flight[target].clone().try_acquire_owned() else {
             let cause = DropCause::InFlightBound;
             self.summary.dropped += 1;
-            self.summary.dropped_by_cause.count(cause);
+            self.summary.dropped_by_cause.count(cause, 1);
             self.recorder.record(&unsent(Outcome::Dropped(cause)));
             return;
         };

@@ -123,6 +123,21 @@ impl Share {
     pub fn takes(self, i: u64) -> bool {
         i % u64::from(self.count) == u64::from(self.index - 1)
     }
+
+    /// How many of the whole schedule's arrivals `from..to` (by index) are this share's,
+    /// without visiting them.
+    pub fn count_in(self, from: u64, to: u64) -> u64 {
+        // This share's arrivals below i: the indices index − 1, index − 1 + count, …
+        let below = |i: u64| {
+            let first = u64::from(self.index - 1);
+            if i <= first {
+                0
+            } else {
+                (i - first).div_ceil(u64::from(self.count))
+            }
+        };
+        below(to.max(from)) - below(from)
+    }
 }
 
 /// What one process sends of every schedule.
@@ -190,8 +205,8 @@ pub enum TransportError {
 pub enum DropCause {
     /// The target already had `max_in_flight_per_target` requests in flight.
     InFlightBound,
-    /// Due arrivals the generator could not send in time: past the timeline's end, or a
-    /// generator too far behind its schedule. Reserved: no engine produces it yet.
+    /// Due arrivals the generator could not send in time: still due at the timeline's end, or
+    /// more than a second late (the engine's `MAX_LATE`). Dropped in bulk, never one by one.
     Backlog,
     /// The target's connection limit was reached. Reserved: no engine produces it yet.
     ConnectionCap,
@@ -209,13 +224,13 @@ pub struct DroppedByCause {
 }
 
 impl DroppedByCause {
-    /// Counts one drop.
-    pub fn count(&mut self, cause: DropCause) {
-        match cause {
-            DropCause::InFlightBound => self.in_flight_bound += 1,
-            DropCause::Backlog => self.backlog += 1,
-            DropCause::ConnectionCap => self.connection_cap += 1,
-        }
+    /// Counts `n` drops of one cause.
+    pub fn count(&mut self, cause: DropCause, n: u64) {
+        *match cause {
+            DropCause::InFlightBound => &mut self.in_flight_bound,
+            DropCause::Backlog => &mut self.backlog,
+            DropCause::ConnectionCap => &mut self.connection_cap,
+        } += n;
     }
 
     /// Adds another part's counts (a batch's, a worker's).
@@ -292,6 +307,10 @@ pub struct Sample {
 /// Receives every sample as it completes; called from many tasks at once.
 pub trait Recorder: Send + Sync + 'static {
     fn record(&self, sample: &Sample);
+
+    /// `n` samples identical to `sample` at once: arrivals dropped in bulk, which a generator
+    /// that fell behind must not spend its time recording one by one.
+    fn record_repeated(&self, sample: &Sample, n: u64);
 }
 
 /// Totals of one engine run.

@@ -94,19 +94,21 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, outcome: Outcome, attempts: u32) {
-        self.offered += 1;
-        self.retries += u64::from(attempts.saturating_sub(1));
-        match outcome {
-            Outcome::Admitted => self.admitted += 1,
-            Outcome::Limited => self.limited += 1,
-            Outcome::Unavailable => self.unavailable += 1,
-            Outcome::ServerError => self.server_error += 1,
-            Outcome::OtherStatus(_) => self.other_status += 1,
-            Outcome::Transport(_) => self.transport_error += 1,
-            Outcome::Dropped(_) => self.dropped += 1,
-            Outcome::Throttled => self.throttled += 1,
-        }
+    /// `n` requests that ended alike.
+    fn add(&mut self, outcome: Outcome, attempts: u32, n: u64) {
+        self.offered += n;
+        self.retries += u64::from(attempts.saturating_sub(1)) * n;
+        let count = match outcome {
+            Outcome::Admitted => &mut self.admitted,
+            Outcome::Limited => &mut self.limited,
+            Outcome::Unavailable => &mut self.unavailable,
+            Outcome::ServerError => &mut self.server_error,
+            Outcome::OtherStatus(_) => &mut self.other_status,
+            Outcome::Transport(_) => &mut self.transport_error,
+            Outcome::Dropped(_) => &mut self.dropped,
+            Outcome::Throttled => &mut self.throttled,
+        };
+        *count += n;
     }
 
     /// Adds another cell's counts (all tenants of a phase, say).
@@ -175,13 +177,15 @@ impl Cell {
         }
     }
 
-    fn add(&mut self, s: &Sample, latency: Option<Duration>) {
-        self.counts.add(s.outcome, s.attempts);
+    /// `n` samples alike.
+    fn add(&mut self, s: &Sample, latency: Option<Duration>, n: u64) {
+        self.counts.add(s.outcome, s.attempts, n);
         if let Some(latency) = latency {
-            self.latency.saturating_record(micros(latency));
+            self.latency.saturating_record_n(micros(latency), n);
         }
         if s.attempts > 0 {
-            self.service_time.saturating_record(micros(s.service_time));
+            self.service_time
+                .saturating_record_n(micros(s.service_time), n);
         }
     }
 }
@@ -407,15 +411,19 @@ impl Collector {
 
 impl Recorder for Collector {
     fn record(&self, s: &Sample) {
+        self.record_repeated(s, 1);
+    }
+
+    fn record_repeated(&self, s: &Sample, n: u64) {
         let live = &self.live[s.target];
-        live.done.fetch_add(1, Ordering::Relaxed);
+        live.done.fetch_add(n, Ordering::Relaxed);
         match s.outcome {
-            Outcome::Limited => live.limited.fetch_add(1, Ordering::Relaxed),
+            Outcome::Limited => live.limited.fetch_add(n, Ordering::Relaxed),
             Outcome::Unavailable | Outcome::ServerError => {
-                live.errors_5xx.fetch_add(1, Ordering::Relaxed)
+                live.errors_5xx.fetch_add(n, Ordering::Relaxed)
             }
-            Outcome::Transport(_) => live.transport.fetch_add(1, Ordering::Relaxed),
-            Outcome::Dropped(_) => live.dropped.fetch_add(1, Ordering::Relaxed),
+            Outcome::Transport(_) => live.transport.fetch_add(n, Ordering::Relaxed),
+            Outcome::Dropped(_) => live.dropped.fetch_add(n, Ordering::Relaxed),
             _ => 0,
         };
         let phase = self.shape.phase_at(s.scheduled);
@@ -424,7 +432,7 @@ impl Recorder for Collector {
         let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let State { measured: m, open } = &mut *state;
         if let Some(p) = phase {
-            m.cells[s.target][s.tenant][p].add(s, latency);
+            m.cells[s.target][s.tenant][p].add(s, latency, n);
         }
         for slot in [s.tenant, self.shape.tenants] {
             record_second(
@@ -432,37 +440,37 @@ impl Recorder for Collector {
                 &mut m.second_latency[s.target][slot],
                 &mut open[s.target][slot],
                 second,
-                s,
+                (s, n),
                 latency,
                 self.hold_s,
             );
         }
         if s.attempts > 0 {
-            m.send_lag[s.target].saturating_record(micros(s.send_lag));
+            m.send_lag[s.target].saturating_record_n(micros(s.send_lag), n);
         }
     }
 }
 
-/// Counts a sample in its second, records its `latency` (if it has one) while the second is
-/// open, and closes the seconds no request can still be answered in.
+/// Counts `n` samples alike in their second, records their `latency` (if they have one) while
+/// the second is open, and closes the seconds no request can still be answered in.
 fn record_second(
     seconds: &mut [Second],
     packed: &mut BTreeMap<usize, Vec<u8>>,
     open: &mut OpenSeconds,
     second: usize,
-    s: &Sample,
+    (s, n): (&Sample, u64),
     latency: Option<Duration>,
     hold_s: usize,
 ) {
     if let Some(cell) = seconds.get_mut(second) {
-        cell.counts.add(s.outcome, s.attempts);
+        cell.counts.add(s.outcome, s.attempts, n);
         if let Some(latency) = latency
             && second >= open.closed_below
         {
             open.by_second
                 .entry(second)
                 .or_insert_with(second_histogram)
-                .saturating_record(micros(latency));
+                .saturating_record_n(micros(latency), n);
         }
     }
     let close_below = second.saturating_sub(hold_s);

@@ -109,7 +109,7 @@ pub fn write_joined(
         .iter()
         .map(|f| RunResult::read(f))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut joined = join(parts)?;
+    let mut joined = join(parts)?.with_trust_recorded();
     if !not_run.is_empty() {
         joined.partial = true;
         joined.notes.push(format!(

@@ -219,6 +219,11 @@ pub struct RunResult {
     pub duration_s: f64,
     /// The run was interrupted (Ctrl-C, or a harness error mid-run): figures cover what ran.
     pub partial: bool,
+    /// Why its measurements cannot be trusted ([`RunResult::untrusted`]: the load generator
+    /// dropped requests or fell behind), as written with the run; empty when they can be. A
+    /// verdict on such a run exits 3.
+    #[serde(default)]
+    pub untrusted_because: Vec<String>,
     /// The scenario's limit and window: every target's unless its manifest declares its own
     /// ([`TargetResult::limit`], [`RunResult::limit_of`]).
     pub limit: f64,

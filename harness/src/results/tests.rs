@@ -109,7 +109,7 @@ fn dropped_requests_by_cause_add_up_across_parts_and_their_total_is_dropped() {
     let part = |causes: &[DropCause]| {
         let mut by_cause = DroppedByCause::default();
         for &cause in causes {
-            by_cause.count(cause);
+            by_cause.count(cause, 1);
         }
         LoadTotals {
             dropped: by_cause.total(),

@@ -14,6 +14,12 @@ const UNTRUSTED_DROP_SHARE: f64 = 0.001;
 const UNTRUSTED_SEND_LAG_US: u64 = 50_000;
 
 impl RunResult {
+    /// This run with [`RunResult::untrusted_because`] filled in from its figures.
+    pub fn with_trust_recorded(mut self) -> Self {
+        self.untrusted_because = self.untrusted();
+        self
+    }
+
     /// Why the run's measurements cannot be trusted, if they cannot: the generator dropped
     /// requests or fell behind beyond the thresholds above. A verdict on such a run exits 3.
     pub fn untrusted(&self) -> Vec<String> {

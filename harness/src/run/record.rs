@@ -119,6 +119,7 @@ pub(super) fn assemble(
             .as_secs_f64()
             .min(scenario.duration.as_secs_f64()),
         partial: ran.interrupted || ran.load_error.is_some(),
+        untrusted_because: Vec::new(),
         limit: scenario.limit,
         window_s: scenario.window.as_secs_f64(),
         tenants: results::TenantIdentity::of(
@@ -142,6 +143,7 @@ pub(super) fn assemble(
         worker: opts.worker,
         targets,
     }
+    .with_trust_recorded()
 }
 
 /// What each target was and met, beside what was measured.

@@ -37,6 +37,31 @@ impl<'de> Deserialize<'de> for Positive {
     }
 }
 
+/// Above this a tenant's rate is refused: one generator process sends a few tens of
+/// thousands of requests a second (docs/load-engine.md), and even `--worker` splits of this
+/// would need hundreds of machines. A rate below it that the machine cannot send still ends on
+/// time, its backlog dropped and the run marked untrusted.
+pub(crate) const MAX_RATE_PER_S: f64 = 10_000_000.0;
+
+/// A tenant's rate: requests a second, above zero and at most [`MAX_RATE_PER_S`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Rate(pub(crate) f64);
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let Positive(v) = Positive::deserialize(d)?;
+        if v <= MAX_RATE_PER_S {
+            Ok(Rate(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "{v} requests a second is more than any machine can send: at most \
+                 {MAX_RATE_PER_S} per tenant (one failmode process sends some tens of thousands \
+                 a second; a larger load is split over machines with `--worker K/N`)"
+            )))
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawScenario {
@@ -79,7 +104,7 @@ pub(crate) struct RawLoad {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTenant {
     pub(crate) name: String,
-    pub(crate) rate: Positive,
+    pub(crate) rate: Rate,
     pub(crate) caller: Option<String>,
     pub(crate) arrival: Option<Arrival>,
     pub(crate) spread: Option<Spread>,

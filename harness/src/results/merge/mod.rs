@@ -220,6 +220,7 @@ fn merged_run(
         started_at: humantime::format_rfc3339_millis(start).to_string(),
         duration_s: scenario.duration.as_secs_f64(),
         partial: false,
+        untrusted_because: Vec::new(),
         limit: first.run.limit,
         window_s: first.run.window_s,
         tenants: first.run.tenants.clone(),
@@ -229,6 +230,7 @@ fn merged_run(
         worker: None,
         targets,
     }
+    .with_trust_recorded()
 }
 
 /// Writes the merged results folder: `out`, or a new one under `results_root`, then marked
