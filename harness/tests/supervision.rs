@@ -113,6 +113,8 @@ fn a_rate_no_machine_can_send_still_ends_on_time_and_its_verdict_is_untrusted() 
     let scenario = failmode::scenario::Scenario::load(&path).unwrap();
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
+    // The user's cache, where the generator's measured capacity is kept: the test's own.
+    let cache = tempfile::tempdir().unwrap();
     let mut harness = std::process::Command::new(env!("CARGO_BIN_EXE_failmode"))
         .args([
             "run",
@@ -123,6 +125,7 @@ fn a_rate_no_machine_can_send_still_ends_on_time_and_its_verdict_is_untrusted() 
         ])
         .arg(&folder)
         .current_dir(support::workspace())
+        .env("XDG_CACHE_HOME", cache.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -130,11 +133,18 @@ fn a_rate_no_machine_can_send_still_ends_on_time_and_its_verdict_is_untrusted() 
     let mut lines = BufReader::new(harness.stderr.take().unwrap())
         .lines()
         .map_while(Result::ok);
-    assert!(
-        lines.any(|l| l.starts_with("running test-absurd-rate for")),
-        "the load never started"
-    );
+    let before: Vec<String> = lines
+        .by_ref()
+        .take_while(|l| !l.starts_with("running test-absurd-rate for"))
+        .collect();
     let load_started = Instant::now();
+    // Warned before the start, with the way out.
+    let warning = before
+        .iter()
+        .find(|l| l.starts_with("warning: this run asks 2000000 requests a second"))
+        .unwrap_or_else(|| panic!("no capacity warning before the start: {before:?}"));
+    assert!(warning.contains("--worker K/N"), "{warning}");
+    assert!(cache.path().join("failmode/capacity.json").is_file());
     let rest: Vec<String> = lines.collect();
     let status = harness.wait().unwrap();
     let took = load_started.elapsed();

@@ -31,6 +31,12 @@ pub fn tool_dirs() -> Vec<PathBuf> {
 /// The tools folder `failmode setup` installs into, shared by every project of this user:
 /// `$XDG_CACHE_HOME/failmode/bin`, else `~/.cache/failmode/bin`. `None` without a home.
 pub fn tools_bin() -> Option<PathBuf> {
+    Some(cache_dir()?.join("bin"))
+}
+
+/// failmode's folder in the user's cache: `$XDG_CACHE_HOME/failmode`, else
+/// `~/.cache/failmode`. `None` without a home.
+pub fn cache_dir() -> Option<PathBuf> {
     let absolute = |var: &str| {
         std::env::var_os(var)
             .map(PathBuf::from)
@@ -38,7 +44,7 @@ pub fn tools_bin() -> Option<PathBuf> {
     };
     let cache =
         absolute("XDG_CACHE_HOME").or_else(|| absolute("HOME").map(|h| h.join(".cache")))?;
-    Some(cache.join("failmode").join("bin"))
+    Some(cache.join("failmode"))
 }
 
 /// Whether `dir` is failmode's own checkout: its `Cargo.toml` declares a `[workspace]` whose

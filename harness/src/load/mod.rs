@@ -22,6 +22,7 @@
 //! - [`rotation`]: a target's instances in and out of the balancer's rotation.
 
 mod attempts;
+pub mod capacity;
 pub mod client;
 mod engine;
 mod error;

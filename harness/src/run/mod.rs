@@ -85,6 +85,7 @@ pub async fn run(
     let revision = record::git_revision(&opts.root);
     let defs = preflight::resolve(&opts)?;
     preflight::refuse(&opts, say)?;
+    plan::warn_beyond_capacity(&opts, defs.len(), say).await;
 
     let started_at = SystemTime::now();
     let folder = record::create_folder(&opts, started_at)?;

@@ -1,9 +1,11 @@
 //! What the load engine is handed: one plan for the targets of the world, with this process's
-//! share of the schedule and of the in-flight bound; and the line that announces it.
+//! share of the schedule and of the in-flight bound; the warning when that is more than this
+//! machine's generator sends; and the line that announces it.
 
 use super::RunOptions;
+use super::progress::Say;
 use super::world::World;
-use crate::load::{self, LoadPlan, Role, TargetPlan};
+use crate::load::{self, LoadPlan, Role, TargetPlan, capacity};
 use crate::results::Worker;
 use crate::scenario::Scenario;
 use crate::targets::TargetDef;
@@ -41,6 +43,37 @@ pub(super) fn in_flight_bound(scenario: &Scenario, worker: Option<Worker>) -> us
             .max_in_flight_per_target
             .div_ceil(share.count() as usize),
         _ => scenario.max_in_flight_per_target,
+    }
+}
+
+/// The requests a second this process offers to `targets` targets: every tenant's rate to
+/// each of them, its share of that as a worker.
+fn offered_per_s(opts: &RunOptions, targets: usize) -> f64 {
+    let per_target: f64 = opts.scenario.tenants.iter().map(|t| t.rate_per_s).sum();
+    let share = match opts.worker.map(|w| w.role) {
+        None => 1.0,
+        Some(Role::Sender(share)) => 1.0 / f64::from(share.count()),
+        Some(Role::FaultPlayer) => 0.0,
+    };
+    per_target * targets as f64 * share
+}
+
+/// Says, before anything starts, when the run asks more of the load generator than this
+/// machine's measured capacity (`load::capacity`; measured only for runs above 5,000 requests
+/// a second, and cached). A calibration that fails only costs the warning.
+pub(super) async fn warn_beyond_capacity(opts: &RunOptions, targets: usize, say: &Say) {
+    let offered = offered_per_s(opts, targets);
+    if offered <= capacity::CALIBRATE_ABOVE_PER_S {
+        return;
+    }
+    let cache = crate::infra::programs::cache_dir();
+    match capacity::known_or_measured(cache.as_deref()).await {
+        Ok(measured) => {
+            if let Some(warning) = capacity::warning(offered, &measured) {
+                say.line(&format!("warning: {warning}"));
+            }
+        }
+        Err(e) => tracing::warn!("could not measure the load generator's capacity: {e}"),
     }
 }
 
