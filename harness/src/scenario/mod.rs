@@ -139,7 +139,7 @@ impl Scenario {
             message: explain_faults(text, e.to_string().trim_end()),
         })?;
         let invalid = Invalid { origin, text };
-        let window = raw.policy.window.0;
+        let window = raw.policy.get_ref().window.0;
         validate::policy(&raw.policy, &invalid)?;
         let tenants = validate::tenants(raw.tenants, &raw.load, &invalid)?;
         let targets = validate::targets(raw.targets, &invalid)?;
@@ -161,7 +161,7 @@ impl Scenario {
             name: raw.name.unwrap_or_else(|| origin.to_owned()),
             description: raw.description,
             seed: raw.seed,
-            limit: raw.policy.limit.0,
+            limit: raw.policy.get_ref().limit.0,
             window,
             tenants,
             targets,

@@ -70,10 +70,10 @@ pub(crate) struct RawScenario {
     pub(crate) description: String,
     #[serde(default)]
     pub(crate) seed: u64,
-    pub(crate) policy: RawPolicy,
+    pub(crate) policy: Spanned<RawPolicy>,
     #[serde(default)]
     pub(crate) load: RawLoad,
-    pub(crate) tenants: Vec<RawTenant>,
+    pub(crate) tenants: Vec<Spanned<RawTenant>>,
     pub(crate) targets: Vec<Spanned<RawTarget>>,
     pub(crate) phases: Vec<Spanned<RawPhase>>,
     /// Thresholds; enforced by `failmode gate`.

@@ -143,9 +143,10 @@ fn an_unknown_scenario_lists_the_known_ones() {
 
 #[test]
 fn a_fractional_limit_two_tenants_with_one_caller_key_and_bad_flaps_are_refused() {
+    // Each at the line of its own table: [policy] is line 3, the second [[tenants]] line 9.
     let e = err(&MINIMAL.replace("limit = 50", "limit = 12.5"));
     assert!(
-        e.contains("policy.limit") && e.contains("whole number"),
+        e.contains("policy.limit") && e.contains("whole number") && e.contains("line 3"),
         "{e}"
     );
     let e = err(&MINIMAL.replace(
@@ -153,7 +154,7 @@ fn a_fractional_limit_two_tenants_with_one_caller_key_and_bad_flaps_are_refused(
         "rate = 120\n[[tenants]]\nname = \"acme-2\"\nrate = 1\ncaller = \"acme\"\n",
     ));
     assert!(
-        e.contains("tenants.caller") && e.contains("one quota"),
+        e.contains("tenants.caller") && e.contains("one quota") && e.contains("line 9"),
         "{e}"
     );
     for flap in [

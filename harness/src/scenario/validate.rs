@@ -50,8 +50,8 @@ pub(super) struct Invalid<'a> {
 }
 
 impl Invalid<'_> {
-    /// `key` is invalid: `message`, at the line `span` starts on (the first line for the
-    /// keys checked without a span).
+    /// `key` is invalid: `message`, at the line `span` starts on: the entry or table the key
+    /// is in (the first line when there is no such entry: "needs at least one").
     pub(super) fn at(&self, key: &str, span: Range<usize>, message: String) -> ScenarioError {
         ScenarioError::Invalid {
             origin: self.origin.to_owned(),
@@ -63,8 +63,9 @@ impl Invalid<'_> {
 }
 
 /// The limit is a whole number of requests and the window is not empty.
-pub(super) fn policy(policy: &RawPolicy, invalid: &Invalid) -> Result<(), ScenarioError> {
-    let whole = 0..0;
+pub(super) fn policy(policy: &Spanned<RawPolicy>, invalid: &Invalid) -> Result<(), ScenarioError> {
+    let whole = policy.span();
+    let policy = policy.get_ref();
     let window = policy.window.0;
     if policy.limit.0.fract() != 0.0 {
         return Err(invalid.at(
@@ -81,7 +82,7 @@ pub(super) fn policy(policy: &RawPolicy, invalid: &Invalid) -> Result<(), Scenar
 
 /// The tenants, each with the load's defaults where it gives none.
 pub(super) fn tenants(
-    raw: Vec<RawTenant>,
+    raw: Vec<Spanned<RawTenant>>,
     load: &RawLoad,
     invalid: &Invalid,
 ) -> Result<Vec<Tenant>, ScenarioError> {
@@ -105,12 +106,14 @@ pub(super) fn tenants(
 
 /// One tenant, told apart from the `known` ones by its name and its caller key.
 fn tenant(
-    t: RawTenant,
+    t: Spanned<RawTenant>,
     known: &[Tenant],
     (default_arrival, default_spread): (Arrival, Spread),
     invalid: &Invalid,
 ) -> Result<Tenant, ScenarioError> {
-    let whole = 0..0;
+    // Its [[tenants]] entry: the errors below are about it.
+    let whole = t.span();
+    let t = t.into_inner();
     // "all" names every tenant together in run.json, series.csv and the logs.
     if !is_plain_name(&t.name) || t.name == "all" || known.iter().any(|o| o.name == t.name) {
         return Err(invalid.at(
