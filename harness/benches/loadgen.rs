@@ -256,10 +256,6 @@ struct Tally {
 }
 
 impl Recorder for Tally {
-    fn record(&self, s: &Sample) {
-        self.record_repeated(s, 1);
-    }
-
     fn record_repeated(&self, s: &Sample, n: u64) {
         match s.outcome {
             Outcome::Dropped(_) => {

@@ -278,7 +278,7 @@ fn apply(text: &str, mutations: &[Mutation]) -> String {
 
 /// One of `files`, mutated 1 to 6 times.
 fn mutated(files: Vec<(String, String)>) -> impl Strategy<Value = String> {
-    (any::<Index>(), prop::collection::vec(mutation(), 1..6))
+    (any::<Index>(), prop::collection::vec(mutation(), 1..=6))
         .prop_map(move |(f, ms)| apply(&files[f.index(files.len())].1, &ms))
 }
 

@@ -220,12 +220,7 @@ fn bad_scenarios_exit_2_naming_the_key_and_line() {
         ),
         (
             OUTAGE.replace("rate = 20", "rate = 20000000"),
-            vec![
-                "rate",
-                "more than any machine can send",
-                "--worker",
-                "line 12",
-            ],
+            vec!["rate", "even split over machines", "line 12"],
         ),
         (
             OUTAGE.replace("start = \"4s\"", "start = \"3s\""),

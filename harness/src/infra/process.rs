@@ -168,9 +168,9 @@ pub struct ChildProcess {
     /// The child has been waited for and the group killed: nothing is left to signal, and
     /// the pid may belong to someone else by now.
     reaped: bool,
-    /// Kills the group if the harness dies without dropping this; disarmed when it is dropped
-    /// (after the group is killed or reaped).
-    _guard: GroupGuard,
+    /// Kills the group if the harness dies first; disarmed (taken) as soon as the child is
+    /// reaped, since its group id may then be reused, or when this is dropped.
+    guard: Option<GroupGuard>,
 }
 
 impl ChildProcess {
@@ -274,7 +274,7 @@ impl ChildProcess {
             log_start,
             exit: None,
             reaped: false,
-            _guard: guard,
+            guard: Some(guard),
         })
     }
 
@@ -317,6 +317,7 @@ impl ChildProcess {
                     if let Ok(Some(status)) = self.child.try_wait() {
                         self.exit = Some(status);
                         self.reaped = true;
+                        self.guard = None;
                     }
                 }
             }
@@ -393,6 +394,7 @@ impl ChildProcess {
             source,
         })?;
         self.reaped = true;
+        self.guard = None;
         self.exit = Some(status);
         tracing::debug!(name = %self.name, pid = self.pid, "exited with {}", describe_status(status));
         Ok(status)

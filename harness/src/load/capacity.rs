@@ -35,6 +35,10 @@ pub const CALIBRATE_ABOVE_PER_S: f64 = 5_000.0;
 const OFFERED_PER_S: f64 = 200_000.0;
 const MEASURED_FOR: Duration = Duration::from_millis(400);
 
+/// A cached figure older than this is measured again: the machine's load when it was taken
+/// (a build beside it, say) should not speak for it for ever.
+const CACHED_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// A figure of this machine's generator, as cached.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capacity {
@@ -42,6 +46,14 @@ pub struct Capacity {
     /// failmode's version, build profile and the CPUs it saw: a figure of another build or
     /// machine is measured again.
     pub measured_by: String,
+    /// When, in seconds since the Unix epoch.
+    pub measured_at_s: u64,
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Who measures: this build on this many CPUs.
@@ -58,12 +70,14 @@ fn this_build() -> String {
     )
 }
 
-/// The cached figure in `cache_dir`, if this build measured it.
+/// The cached figure in `cache_dir`, if this build measured it in the last week.
 pub fn cached(cache_dir: &Path) -> Option<Capacity> {
     let text = std::fs::read_to_string(cache_file(cache_dir)).ok()?;
-    serde_json::from_str::<Capacity>(&text)
-        .ok()
-        .filter(|c| c.measured_by == this_build() && c.requests_per_s > 0.0)
+    serde_json::from_str::<Capacity>(&text).ok().filter(|c| {
+        c.measured_by == this_build()
+            && c.requests_per_s > 0.0
+            && now_s().saturating_sub(c.measured_at_s) < CACHED_FOR.as_secs()
+    })
 }
 
 fn cache_file(cache_dir: &Path) -> PathBuf {
@@ -79,6 +93,7 @@ pub async fn known_or_measured(cache_dir: Option<&Path>) -> Result<Capacity, Loa
     let capacity = Capacity {
         requests_per_s: measure().await?,
         measured_by: this_build(),
+        measured_at_s: now_s(),
     };
     if let Some(dir) = cache_dir
         && let Ok(json) = serde_json::to_string_pretty(&capacity)
@@ -94,10 +109,6 @@ pub async fn known_or_measured(cache_dir: Option<&Path>) -> Result<Capacity, Loa
 struct Answered(AtomicU64);
 
 impl Recorder for Answered {
-    fn record(&self, sample: &Sample) {
-        self.record_repeated(sample, 1);
-    }
-
     fn record_repeated(&self, sample: &Sample, n: u64) {
         if sample.outcome == Outcome::Admitted {
             self.0.fetch_add(n, Ordering::Relaxed);
@@ -142,7 +153,13 @@ pub async fn measure() -> Result<f64, LoadError> {
     stop.cancel();
     let _ = server.await;
     result?;
-    Ok(answered.0.load(Ordering::Relaxed) as f64 / MEASURED_FOR.as_secs_f64())
+    match answered.0.load(Ordering::Relaxed) {
+        // Not a capacity: the loopback server never answered.
+        0 => Err(LoadError::Start(std::io::Error::other(
+            "the calibration's loopback server answered nothing",
+        ))),
+        n => Ok(n as f64 / MEASURED_FOR.as_secs_f64()),
+    }
 }
 
 /// HTTP/1.1, keep-alive, 200 with an empty body to anything, until `stop`.
@@ -195,6 +212,7 @@ mod tests {
         Capacity {
             requests_per_s,
             measured_by: this_build(),
+            measured_at_s: now_s(),
         }
     }
 
@@ -211,19 +229,22 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_figure_is_used_only_by_the_build_that_measured_it() {
+    fn a_cached_figure_is_used_only_by_the_build_that_measured_it_within_a_week() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(cached(dir.path()), None);
         let other = Capacity {
-            requests_per_s: 1_000.0,
             measured_by: "failmode 0.0.1 (release) on 64 CPUs".into(),
+            ..measured(1_000.0)
         };
-        std::fs::write(
-            cache_file(dir.path()),
-            serde_json::to_string(&other).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(cached(dir.path()), None);
+        let old = Capacity {
+            measured_at_s: now_s() - CACHED_FOR.as_secs() - 1,
+            ..measured(1_000.0)
+        };
+        for refused in [other, old] {
+            let json = serde_json::to_string(&refused).unwrap();
+            std::fs::write(cache_file(dir.path()), json).unwrap();
+            assert_eq!(cached(dir.path()), None, "{refused:?}");
+        }
         std::fs::write(
             cache_file(dir.path()),
             serde_json::to_string(&measured(1_000.0)).unwrap(),

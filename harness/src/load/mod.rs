@@ -307,7 +307,9 @@ pub struct Sample {
 
 /// Receives every sample as it completes; called from many tasks at once.
 pub trait Recorder: Send + Sync + 'static {
-    fn record(&self, sample: &Sample);
+    fn record(&self, sample: &Sample) {
+        self.record_repeated(sample, 1);
+    }
 
     /// `n` samples identical to `sample` at once: arrivals dropped in bulk, which a generator
     /// that fell behind must not spend its time recording one by one.

@@ -193,6 +193,7 @@ impl Cell {
 /// Live totals per target, for the progress display (read without the lock).
 #[derive(Debug, Default)]
 pub struct LiveCounts {
+    /// Sent and settled (answered, failed or abandoned); drops are counted apart.
     pub done: AtomicU64,
     pub limited: AtomicU64,
     pub errors_5xx: AtomicU64,
@@ -410,13 +411,13 @@ impl Collector {
 }
 
 impl Recorder for Collector {
-    fn record(&self, s: &Sample) {
-        self.record_repeated(s, 1);
-    }
-
     fn record_repeated(&self, s: &Sample, n: u64) {
         let live = &self.live[s.target];
-        live.done.fetch_add(n, Ordering::Relaxed);
+        // Done means sent and settled: a drop is shown apart, so that a generator dropping
+        // millions neither shows them as a rate nor dilutes the 429 and 5xx shares.
+        if !matches!(s.outcome, Outcome::Dropped(_)) {
+            live.done.fetch_add(n, Ordering::Relaxed);
+        }
         match s.outcome {
             Outcome::Limited => live.limited.fetch_add(n, Ordering::Relaxed),
             Outcome::Unavailable | Outcome::ServerError => {

@@ -219,3 +219,28 @@ fn measurements_of_different_shapes_do_not_add() {
     let e = one.add(&Measured::empty(&shape(2))).unwrap_err();
     assert!(matches!(e, MeasuredError::Shape(_)), "{e}");
 }
+
+#[test]
+fn a_bulk_of_drops_counts_in_its_phase_and_second_at_once_and_not_as_sent() {
+    let c = Collector::new(Shape {
+        targets: 1,
+        tenants: 1,
+        phases: vec![(Duration::ZERO, Duration::from_secs(3))],
+        duration: Duration::from_secs(3),
+        longest_request: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(1),
+    });
+    let backlog = Outcome::Dropped(DropCause::Backlog);
+    c.record_repeated(&sample(0, 0, 1_200, backlog), 1_000_000);
+    let m = c.snapshot();
+    let cell = &m.cells[0][0][0];
+    assert_eq!(
+        (cell.counts.offered, cell.counts.dropped),
+        (1_000_000, 1_000_000)
+    );
+    assert_eq!(cell.latency.len(), 1_000_000, "each at the request timeout");
+    assert_eq!(m.seconds[0][0][1].counts.dropped, 1_000_000);
+    assert_eq!(m.seconds[0][1][1].counts.dropped, 1_000_000, "all tenants");
+    assert_eq!(c.live(0).dropped.load(Ordering::Relaxed), 1_000_000);
+    assert_eq!(c.live(0).done.load(Ordering::Relaxed), 0);
+}

@@ -84,8 +84,9 @@ pub async fn run(
     // Read before anything runs: the tree as it was built, not as it is edited meanwhile.
     let revision = record::git_revision(&opts.root);
     let defs = preflight::resolve(&opts)?;
-    preflight::refuse(&opts, say)?;
+    // Before `refuse` checks a worker's --start-at: the calibration takes its 400 ms first.
     plan::warn_beyond_capacity(&opts, defs.len(), say).await;
+    preflight::refuse(&opts, say)?;
 
     let started_at = SystemTime::now();
     let folder = record::create_folder(&opts, started_at)?;

@@ -267,6 +267,15 @@ fn trouble_notes(opts: &RunOptions, ran: &Ran) -> Vec<String> {
             }
         ));
     }
+    if ran.summary.dropped_by_cause.backlog > 0 {
+        notes.push(format!(
+            "{} requests were not sent: the load generator fell more than a second behind its \
+             schedule (or was still behind at the end), and dropped that backlog; the run asks \
+             more than this machine sends (lower the rates, run fewer targets at once, or split \
+             the load with --worker K/N)",
+            ran.summary.dropped_by_cause.backlog
+        ));
+    }
     notes.extend(accounting::dropped_in_cells(
         &opts.scenario,
         &ran.names,

@@ -54,9 +54,9 @@ impl<'de> Deserialize<'de> for Rate {
             Ok(Rate(v))
         } else {
             Err(serde::de::Error::custom(format!(
-                "{v} requests a second is more than any machine can send: at most \
-                 {MAX_RATE_PER_S} per tenant (one failmode process sends some tens of thousands \
-                 a second; a larger load is split over machines with `--worker K/N`)"
+                "{v} requests a second is more than failmode sends for one tenant, even split \
+                 over machines: at most {MAX_RATE_PER_S} (one failmode process sends some tens \
+                 of thousands a second; `--worker K/N` splits a load up to this over machines)"
             )))
         }
     }

@@ -85,14 +85,17 @@ pub async fn build(defs: &[TargetDef], root: &Path) -> Result<(), TargetError> {
             .kill_on_drop(true)
             .spawn()
             .map_err(failed)?;
-        let group = BuildGroup {
+        let mut group = BuildGroup {
             pid: child.id(),
-            _guard: child
-                .id()
-                .map(GroupGuard::watch)
-                .transpose()
-                .map_err(failed)?,
+            _guard: None,
         };
+        // The guard after the group is ours to kill: a watcher that fails to start still
+        // leaves a group that dies with this build.
+        group._guard = child
+            .id()
+            .map(GroupGuard::watch)
+            .transpose()
+            .map_err(failed)?;
         let output = child.wait_with_output().await.map_err(failed)?;
         group.done();
         if !output.status.success() {

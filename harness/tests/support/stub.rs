@@ -117,9 +117,36 @@ pub(crate) fn stub_scenario_text(phases: &str) -> String {
         + phases
 }
 
+/// A `failmode` process under test, SIGKILLed if the test ends (a failure, say) while it
+/// still runs: its children's watchers then stop them, so a failing test leaves nothing.
+pub(crate) struct Running(pub(crate) Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// `failmode run` of a 30-second steady phase against the stub, from the stub's project, its
 /// output piped.
-pub(crate) fn start_long_stub_run(ws: &Path) -> Child {
+pub(crate) fn start_long_stub_run(ws: &Path) -> Running {
     std::fs::create_dir_all(ws.join("failmode/scenarios")).unwrap();
     let text = stub_scenario_text("[[phases]]\nname = \"steady\"\nstart = \"0s\"\nend = \"30s\"\n");
     std::fs::write(ws.join("failmode/scenarios/long.toml"), text).unwrap();
@@ -131,6 +158,7 @@ pub(crate) fn start_long_stub_run(ws: &Path) -> Child {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
+        .map(Running)
         .unwrap()
 }
 
