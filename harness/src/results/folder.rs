@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::Histogram;
 
 use super::RunResult;
+use super::atomic;
 use super::hlog::{self, Interval};
 use crate::metrics::{Cell, Measured, unpack};
 use crate::scenario::Scenario;
@@ -56,8 +57,8 @@ impl RunFolder {
         measured: &Measured,
     ) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(run).map_err(std::io::Error::other)?;
-        std::fs::write(self.path.join("run.json"), json + "\n")?;
-        std::fs::write(self.path.join("scenario.toml"), &scenario.source)?;
+        atomic::write(&self.path.join("run.json"), json + "\n")?;
+        atomic::write(&self.path.join("scenario.toml"), &scenario.source)?;
         self.write_series(run, scenario, measured)?;
         self.write_histograms(run, scenario, measured)?;
         Ok(())
@@ -69,7 +70,17 @@ impl RunFolder {
         scenario: &Scenario,
         measured: &Measured,
     ) -> std::io::Result<()> {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(self.path.join("series.csv"))?);
+        atomic::write_with(&self.path.join("series.csv"), |out| {
+            Self::write_series_rows(out, run, scenario, measured)
+        })
+    }
+
+    fn write_series_rows(
+        out: &mut dyn Write,
+        run: &RunResult,
+        scenario: &Scenario,
+        measured: &Measured,
+    ) -> std::io::Result<()> {
         writeln!(out, "{}", super::read::SERIES_HEADER)?;
         for (t, target) in run.targets.iter().enumerate() {
             let tenants = scenario
@@ -97,7 +108,7 @@ impl RunFolder {
                 }
             }
         }
-        out.flush()
+        Ok(())
     }
 
     /// The histograms, in interval logs tagged by what they cover, µs: `latency.hlog` (from
