@@ -20,6 +20,47 @@ pub struct RunFolder {
     pub path: PathBuf,
 }
 
+/// Refuses, creating nothing, a results folder that could not be made at `path`: its nearest
+/// existing ancestor must be a folder a file can be created in. Checked before anything starts,
+/// so that a run does not start Redis and the targets only to fail writing what it measured.
+pub fn check_writable(path: &Path) -> std::io::Result<()> {
+    for dir in path.ancestors() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        match std::fs::metadata(dir) {
+            // An unnamed file where the kernel offers one: a probe that cannot be left behind.
+            Ok(m) if m.is_dir() => {
+                return tempfile::tempfile_in(dir).map(drop).map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("cannot create a file in {}: {e}", dir.display()),
+                    )
+                });
+            }
+            Ok(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    format!("{} is a file, not a folder", dir.display()),
+                ));
+            }
+            // Under a file (ENOTDIR): the file itself is named by the next step up.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        "no part of the path exists",
+    ))
+}
+
 /// `2026-11-30T07:35:47Z` → `20261130T073547Z`: sortable and safe in a path.
 pub fn timestamp(at: SystemTime) -> String {
     humantime::format_rfc3339_seconds(at)
@@ -30,17 +71,13 @@ pub fn timestamp(at: SystemTime) -> String {
 }
 
 impl RunFolder {
-    /// Creates `<root>/<scenario>/<timestamp>/logs/` (or uses `out` as given).
-    pub fn create(
-        root: &Path,
-        scenario: &str,
-        at: SystemTime,
-        out: Option<&Path>,
-    ) -> std::io::Result<Self> {
-        let path = match out {
-            Some(p) => p.to_owned(),
-            None => root.join(scenario).join(timestamp(at)),
-        };
+    /// Where a run's results go unless told otherwise: `<root>/<scenario>/<timestamp>`.
+    pub fn default_path(root: &Path, scenario: &str, at: SystemTime) -> PathBuf {
+        root.join(scenario).join(timestamp(at))
+    }
+
+    /// Creates `path` and its `logs/`.
+    pub fn create(path: PathBuf) -> std::io::Result<Self> {
         std::fs::create_dir_all(path.join("logs"))?;
         Ok(Self { path })
     }
@@ -211,6 +248,23 @@ impl RunFolder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_under_a_file_is_refused_naming_the_file_and_nothing_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file.txt");
+        std::fs::write(&file, "").unwrap();
+        let e = check_writable(&file.join("out/deeper")).unwrap_err();
+        assert!(e.to_string().contains("file.txt is a file"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_folder_yet_to_be_made_in_a_writable_one_passes_and_nothing_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        check_writable(&dir.path().join("a/b/c")).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 
     #[test]
     fn timestamps_sort_and_fit_in_a_path() {
