@@ -17,7 +17,7 @@ use support::stub::{
     children_logging_under, start_long_stub_run, stub_scenario_text, stub_workspace,
     wait_until_a_tenant_is_served,
 };
-use support::{failmode, schema_errors, tenant_in, workspace};
+use support::{failmode, fixture_path, schema_errors, tenant_in, workspace};
 use tokio_util::sync::CancellationToken;
 
 const OUTAGE: &str = include_str!("fixtures/outage.toml");
@@ -251,6 +251,38 @@ fn an_unknown_target_exits_2_listing_the_known_ones() {
         stderr.contains("\"nonesuch\"") && stderr.contains("fail-open"),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_unwritable_out_exits_2_naming_it_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file.txt");
+    std::fs::write(&file, "").unwrap();
+    // Under a regular file: not a folder even for root, who may write in a read-only one.
+    let unwritable = file.join("out");
+    let began = std::time::Instant::now();
+    let out = failmode(&[
+        "run",
+        fixture_path("outage.toml").to_str().unwrap(),
+        "--no-build",
+        "--out",
+        unwritable.to_str().unwrap(),
+    ]);
+    let took = began.elapsed();
+    assert_eq!(out.status.code(), Some(2));
+    let (stdout, stderr) = support::output_text(&out);
+    assert!(
+        stderr.contains(&*unwritable.to_string_lossy()) && stderr.contains("file.txt is a file"),
+        "{stderr}"
+    );
+    // Nothing started: nothing announced, no logs folder anywhere, and no time for a start.
+    assert!(stdout.is_empty(), "{stdout}");
+    let left: Vec<_> = walkdir::WalkDir::new(dir.path())
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .collect();
+    assert_eq!(left, [dir.path().to_owned(), file]);
+    assert!(took < Duration::from_secs(3), "took {took:?}");
 }
 
 #[test]

@@ -7,6 +7,7 @@ use super::gate::append_step_summary;
 use crate::compare::{
     CompareOptions, TargetPick, compare_targets, load_set, render_markdown, render_table,
 };
+use crate::results::atomic;
 
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
@@ -69,7 +70,7 @@ pub(super) fn compare(args: CompareArgs) -> anyhow::Result<u8> {
     println!("{}", render_table(&comparison));
     let markdown = render_markdown(&comparison);
     if let Some(path) = &args.markdown {
-        std::fs::write(path, &markdown)
+        atomic::write(path, &markdown)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
     append_step_summary(&markdown)?;

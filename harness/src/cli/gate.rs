@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::gate::{Gate, gate_folder, gates_from_file, junit_xml, markdown, table};
+use crate::results::atomic;
 
 #[derive(Debug, clap::Args)]
 pub struct GateArgs {
@@ -39,7 +40,7 @@ pub(super) fn gate_and_write(
     let markdown = markdown(&run.scenario, &checks);
     let write = |name: &str, text: &str| -> anyhow::Result<()> {
         let path = folder.join(name);
-        std::fs::write(&path, text)
+        atomic::write(&path, text)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
     };
     write("gate-junit.xml", &junit_xml(&run.scenario, &checks))?;

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::outcomes::{read, render};
+use crate::results::atomic;
 
 #[derive(Debug, clap::Args)]
 pub struct OutcomesArgs {
@@ -31,7 +32,7 @@ pub(super) fn outcomes(args: &OutcomesArgs) -> anyhow::Result<u8> {
     let markdown = render(&outcomes, &regenerate);
     match &args.out {
         Some(path) => {
-            std::fs::write(path, &markdown)
+            atomic::write(path, &markdown)
                 .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
             println!("outcomes: {}", path.display());
         }

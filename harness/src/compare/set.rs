@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{BASELINE_VERSION, CompareError, SideInfo};
 use crate::metrics::{pack, unpack};
+use crate::results::atomic;
 use crate::results::hlog;
 use crate::results::read::{ReadError, SERIES_HEADER, SeriesRow, parse_series, read_series};
 use crate::results::{PhaseResult, RunResult, SCHEMA_VERSION, TargetResult};
@@ -285,10 +286,7 @@ pub fn save_baseline(results: &Path, baselines_dir: &Path) -> Result<PathBuf, Co
     };
     let json = serde_json::to_string_pretty(&file).map_err(|e| write_err(e.into()))?;
     std::fs::create_dir_all(baselines_dir).map_err(write_err)?;
-    // Written beside and renamed, so an interrupted save never leaves half a baseline.
-    let partial = baselines_dir.join(format!(".{}.json.partial", set.scenario));
-    std::fs::write(&partial, json + "\n").map_err(write_err)?;
-    std::fs::rename(&partial, &path).map_err(write_err)?;
+    atomic::write(&path, json + "\n").map_err(write_err)?;
     Ok(path)
 }
 

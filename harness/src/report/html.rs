@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::plots::{self, FAULT_FILL_RGB, PlotError, Scales};
 use super::{ms, rate, worst};
+use crate::results::atomic;
 use crate::results::read::{ReadError, SeriesRow, read_series};
 use crate::results::{PhaseResult, RunResult, TargetResult};
 
@@ -81,7 +82,7 @@ pub fn write_report(folder: &Path) -> Result<PathBuf, ReportError> {
 }
 
 fn write_file(path: &Path, contents: &str) -> Result<(), ReportError> {
-    std::fs::write(path, contents).map_err(|source| ReportError::Write {
+    atomic::write(path, contents).map_err(|source| ReportError::Write {
         path: path.to_owned(),
         source,
     })

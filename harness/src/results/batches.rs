@@ -119,7 +119,7 @@ pub fn write_joined(
     }
     let write = |name: &str, text: String| {
         let path = folder.join(name);
-        std::fs::write(&path, text).map_err(|source| JoinError::Write { path, source })
+        super::atomic::write(&path, text).map_err(|source| JoinError::Write { path, source })
     };
     let read = |path: PathBuf| {
         std::fs::read_to_string(&path).map_err(|source| ReadError::Io { path, source })

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::Histogram;
 
 use super::RunResult;
+use super::atomic;
 use super::hlog::{self, Interval};
 use crate::metrics::{Cell, Measured, unpack};
 use crate::scenario::Scenario;
@@ -17,6 +18,47 @@ use crate::scenario::Scenario;
 #[derive(Debug, Clone)]
 pub struct RunFolder {
     pub path: PathBuf,
+}
+
+/// Refuses, creating nothing, a results folder that could not be made at `path`: its nearest
+/// existing ancestor must be a folder a file can be created in. Checked before anything starts,
+/// so that a run does not start Redis and the targets only to fail writing what it measured.
+pub fn check_writable(path: &Path) -> std::io::Result<()> {
+    for dir in path.ancestors() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        match std::fs::metadata(dir) {
+            // An unnamed file where the kernel offers one: a probe that cannot be left behind.
+            Ok(m) if m.is_dir() => {
+                return tempfile::tempfile_in(dir).map(drop).map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("cannot create a file in {}: {e}", dir.display()),
+                    )
+                });
+            }
+            Ok(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    format!("{} is a file, not a folder", dir.display()),
+                ));
+            }
+            // Under a file (ENOTDIR): the file itself is named by the next step up.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        "no part of the path exists",
+    ))
 }
 
 /// `2026-11-30T07:35:47Z` → `20261130T073547Z`: sortable and safe in a path.
@@ -29,17 +71,13 @@ pub fn timestamp(at: SystemTime) -> String {
 }
 
 impl RunFolder {
-    /// Creates `<root>/<scenario>/<timestamp>/logs/` (or uses `out` as given).
-    pub fn create(
-        root: &Path,
-        scenario: &str,
-        at: SystemTime,
-        out: Option<&Path>,
-    ) -> std::io::Result<Self> {
-        let path = match out {
-            Some(p) => p.to_owned(),
-            None => root.join(scenario).join(timestamp(at)),
-        };
+    /// Where a run's results go unless told otherwise: `<root>/<scenario>/<timestamp>`.
+    pub fn default_path(root: &Path, scenario: &str, at: SystemTime) -> PathBuf {
+        root.join(scenario).join(timestamp(at))
+    }
+
+    /// Creates `path` and its `logs/`.
+    pub fn create(path: PathBuf) -> std::io::Result<Self> {
         std::fs::create_dir_all(path.join("logs"))?;
         Ok(Self { path })
     }
@@ -56,8 +94,8 @@ impl RunFolder {
         measured: &Measured,
     ) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(run).map_err(std::io::Error::other)?;
-        std::fs::write(self.path.join("run.json"), json + "\n")?;
-        std::fs::write(self.path.join("scenario.toml"), &scenario.source)?;
+        atomic::write(&self.path.join("run.json"), json + "\n")?;
+        atomic::write(&self.path.join("scenario.toml"), &scenario.source)?;
         self.write_series(run, scenario, measured)?;
         self.write_histograms(run, scenario, measured)?;
         Ok(())
@@ -69,7 +107,17 @@ impl RunFolder {
         scenario: &Scenario,
         measured: &Measured,
     ) -> std::io::Result<()> {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(self.path.join("series.csv"))?);
+        atomic::write_with(&self.path.join("series.csv"), |out| {
+            Self::write_series_rows(out, run, scenario, measured)
+        })
+    }
+
+    fn write_series_rows(
+        out: &mut dyn Write,
+        run: &RunResult,
+        scenario: &Scenario,
+        measured: &Measured,
+    ) -> std::io::Result<()> {
         writeln!(out, "{}", super::read::SERIES_HEADER)?;
         for (t, target) in run.targets.iter().enumerate() {
             let tenants = scenario
@@ -97,7 +145,7 @@ impl RunFolder {
                 }
             }
         }
-        out.flush()
+        Ok(())
     }
 
     /// The histograms, in interval logs tagged by what they cover, µs: `latency.hlog` (from
@@ -200,6 +248,23 @@ impl RunFolder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_under_a_file_is_refused_naming_the_file_and_nothing_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file.txt");
+        std::fs::write(&file, "").unwrap();
+        let e = check_writable(&file.join("out/deeper")).unwrap_err();
+        assert!(e.to_string().contains("file.txt is a file"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_folder_yet_to_be_made_in_a_writable_one_passes_and_nothing_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        check_writable(&dir.path().join("a/b/c")).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 
     #[test]
     fn timestamps_sort_and_fit_in_a_path() {

@@ -43,7 +43,14 @@ pub struct Interval {
 /// Writes `intervals` (values in µs) to `path`, after the comment lines. A tag HdrHistogram
 /// cannot hold (a space or a comma, which target and tenant names never have) is skipped.
 pub fn write(path: &Path, comments: &[String], intervals: &[Interval]) -> std::io::Result<()> {
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    super::atomic::write_with(path, |file| write_log(file, comments, intervals))
+}
+
+fn write_log(
+    mut file: &mut dyn Write,
+    comments: &[String],
+    intervals: &[Interval],
+) -> std::io::Result<()> {
     let mut serializer = V2DeflateSerializer::new();
     let mut builder = IntervalLogWriterBuilder::new();
     for comment in comments {
@@ -61,8 +68,7 @@ pub fn write(path: &Path, comments: &[String], intervals: &[Interval]) -> std::i
             .write_histogram(&i.histogram, i.start, i.length, Some(tag))
             .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
     }
-    drop(writer);
-    file.flush()
+    Ok(())
 }
 
 /// Every tagged interval of the log at `path`, histograms decoded.

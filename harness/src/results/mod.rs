@@ -1,6 +1,7 @@
 //! `run.json`: the versioned record of one run (schema in `harness/schema/run.schema.json`),
 //! and the results folder around it.
 
+pub mod atomic;
 pub mod batches;
 pub mod build;
 #[cfg(any(test, feature = "test-support"))]

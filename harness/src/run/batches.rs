@@ -29,16 +29,11 @@ pub async fn run_in_batches(
     if batches.len() < 2 {
         return run(opts, interrupt, say).await;
     }
-    let folder = RunFolder::create(
-        &opts.results_root,
-        &opts.scenario.name,
-        SystemTime::now(),
-        opts.out.as_deref(),
-    )
-    .map_err(|source| RunError::Results {
-        path: opts.results_root.clone(),
-        source,
-    })?;
+    let path = opts.out.clone().unwrap_or_else(|| {
+        RunFolder::default_path(&opts.results_root, &opts.scenario.name, SystemTime::now())
+    });
+    let folder =
+        RunFolder::create(path.clone()).map_err(|source| RunError::Results { path, source })?;
     let mut ran = Vec::new();
     let mut failure = None;
     for (k, batch) in batches.iter().enumerate() {

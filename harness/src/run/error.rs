@@ -27,7 +27,8 @@ pub enum RunError {
     // an error's sources after it.
     #[error(transparent)]
     Toxiproxy(#[from] ToxiproxyError),
-    #[error("cannot write the results folder {path}: {source}")]
+    // Its source is not repeated here: the CLI prints an error's sources after it.
+    #[error("cannot write the results folder {path}")]
     Results {
         path: PathBuf,
         source: std::io::Error,

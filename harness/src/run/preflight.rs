@@ -1,11 +1,13 @@
 //! Before anything starts: which targets run (the scenario's, `--targets`, or an attached
 //! deployment's, whose settings win), and every refusal that can be made without starting
 //! anything — a late worker, a fault an attached deployment or containers cannot take, a
-//! program that is not installed — so a refused run leaves nothing behind, not even a folder.
+//! program that is not installed, results that could not be written — so a refused run
+//! leaves nothing behind, not even a folder.
 
 use crate::deployment::Deployment;
 use crate::faults::Fault;
 use crate::infra::{Infra, InfraError, install_hint, locate};
+use crate::results::folder;
 use crate::scenario::Scenario;
 use crate::targets::{TargetDef, manifest};
 
@@ -44,6 +46,7 @@ pub(super) fn refuse(opts: &RunOptions, say: &Say) -> Result<(), RunError> {
         // Before attaching too: a late worker must not touch the deployment at all.
         until_start(w).map_err(|late| start_passed(w, late))?;
     }
+    refuse_unwritable(opts)?;
     match &opts.topology {
         Topology::Attached(deployment) => refuse_attached(opts, deployment, say),
         Topology::Local => {
@@ -53,6 +56,16 @@ pub(super) fn refuse(opts: &RunOptions, say: &Say) -> Result<(), RunError> {
         }
         Topology::Docker => docker_refusal(&opts.scenario).map_or(Ok(()), Err),
     }
+}
+
+/// Refuses results that could not be written, naming the folder as given: `--out`, or the
+/// scenario's folder under the results root.
+fn refuse_unwritable(opts: &RunOptions) -> Result<(), RunError> {
+    let path = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| opts.results_root.join(&opts.scenario.name));
+    folder::check_writable(&path).map_err(|source| RunError::Results { path, source })
 }
 
 /// Attached: refuses the faults the deployment cannot take, then says what the run will

@@ -60,8 +60,8 @@ pub(super) fn create_folder(
     let scenario = &opts.scenario;
     // Workers (and a fault player) on one machine may start in the same second: each its own
     // folder.
-    let out = opts.out.clone().or_else(|| {
-        opts.worker.map(|w| {
+    let path = opts.out.clone().unwrap_or_else(|| match opts.worker {
+        Some(w) => {
             let who = match w.role {
                 Role::FaultPlayer => "faults".to_owned(),
                 Role::Sender(share) => {
@@ -71,18 +71,10 @@ pub(super) fn create_folder(
             opts.results_root
                 .join(&scenario.name)
                 .join(format!("{}-{who}", results::folder::timestamp(started_at)))
-        })
+        }
+        None => RunFolder::default_path(&opts.results_root, &scenario.name, started_at),
     });
-    RunFolder::create(
-        &opts.results_root,
-        &scenario.name,
-        started_at,
-        out.as_deref(),
-    )
-    .map_err(|source| RunError::Results {
-        path: opts.results_root.clone(),
-        source,
-    })
+    RunFolder::create(path.clone()).map_err(|source| RunError::Results { path, source })
 }
 
 /// `run.json` of this run.

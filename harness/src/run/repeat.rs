@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::progress::Say;
 use super::{RunError, RunOptions, RunOutcome, run, run_in_batches};
-use crate::results::folder::{RunFolder, timestamp};
+use crate::results::folder::RunFolder;
 
 /// What the repeats left: the last run, and the folder holding all of them.
 #[derive(Debug)]
@@ -37,9 +37,7 @@ pub async fn run_repeated(
         return Ok(Repeated { last, folder: None });
     }
     let folder = opts.out.clone().unwrap_or_else(|| {
-        opts.results_root
-            .join(&opts.scenario.name)
-            .join(timestamp(SystemTime::now()))
+        RunFolder::default_path(&opts.results_root, &opts.scenario.name, SystemTime::now())
     });
     let mut k = 1;
     let last = loop {

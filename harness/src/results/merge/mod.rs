@@ -249,16 +249,8 @@ fn write(
             .join(&result.scenario)
             .join(format!("{}-merged", timestamp(SystemTime::now())))
     });
-    let folder = RunFolder::create(
-        results_root,
-        &result.scenario,
-        SystemTime::now(),
-        Some(&path),
-    )
-    .map_err(|source| MergeError::Write {
-        path: results_root.to_owned(),
-        source,
-    })?;
+    let folder =
+        RunFolder::create(path.clone()).map_err(|source| MergeError::Write { path, source })?;
     let write_error = |source| MergeError::Write {
         path: folder.path.clone(),
         source,
