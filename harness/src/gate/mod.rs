@@ -183,8 +183,10 @@ pub fn parse_gates(tables: &[toml::Table]) -> Result<Vec<Gate>, GateError> {
                 // Deserializing a table drops the key from a type error ("invalid type: string
                 // \"x\", expected f64"): put back the key whose value is of the wrong type.
                 match mistyped_key(table) {
-                    Some(key) => invalid(format!("`{key}`: {}", e.message())),
-                    None => invalid(e.message().to_owned()),
+                    Some(key) if e.message().starts_with("invalid type") => {
+                        invalid(format!("`{key}`: {}", e.message()))
+                    }
+                    _ => invalid(e.message().to_owned()),
                 }
             })?;
             let metric = METRICS

@@ -211,6 +211,11 @@ fn a_bound_of_the_wrong_type_or_not_finite_is_refused_naming_its_key() {
         e.starts_with("gate 1: `phase`: invalid type: integer"),
         "{e}"
     );
+    // An unknown key beside a mistyped one is not blamed on the mistyped one.
+    let e = gates("[[gates]]\nbogus = 1\nphase = \"fault\"\nmetric = 2\nmax = 1")
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("`metric`: unknown"), "{e}");
 }
 
 #[test]

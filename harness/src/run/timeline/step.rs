@@ -136,8 +136,8 @@ impl Step<'_> {
                 let down = client.remove_toxic(proxy, &format!("{name}-down")).await;
                 up.and(down)?;
             }
-            // Routed to the other steps by `run`.
-            _ => {}
+            // `run` routes every other fault to its own family: one here is a routing mistake.
+            _ => unreachable!("{fault} is not routed here by Step::run"),
         }
         Ok(())
     }
@@ -176,8 +176,8 @@ impl Step<'_> {
                 ));
             }
             (Fault::RedisRestart { .. }, Op::Remove) => {}
-            // Routed to the other steps by `run`.
-            _ => {}
+            // `run` routes every other fault to its own family: one here is a routing mistake.
+            _ => unreachable!("{fault} is not routed here by Step::run"),
         }
         Ok(())
     }
@@ -219,8 +219,8 @@ impl Step<'_> {
                     .map_err(FleetError::from)?;
                 done.reports.extend(replaced);
             }
-            // Routed to the other steps by `run`.
-            _ => {}
+            // `run` routes every other fault to its own family: one here is a routing mistake.
+            _ => unreachable!("{fault} is not routed here by Step::run"),
         }
         Ok(())
     }
@@ -273,8 +273,8 @@ impl Step<'_> {
                     ));
                 }
             }
-            // Routed to the other steps by `run`.
-            _ => {}
+            // `run` routes every other fault to its own family: one here is a routing mistake.
+            _ => unreachable!("{fault} is not routed here by Step::run"),
         }
         Ok(())
     }
