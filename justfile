@@ -98,6 +98,13 @@ bench-loadgen *ARGS:
     @test -x .tools/bin/oha || { echo "installing oha 1.16.0 into .tools/ (cargo install, a few minutes)"; cargo install oha --version 1.16.0 --locked --root .tools; }
     cargo bench -p failmode --bench loadgen -- {{ARGS}}
 
+# The soak: 30 minutes at 5,000 req/s on the reference's four instances, a 30 s fault (slow,
+# flapping, hung Redis in turn) in every minute (harness/benches/soak.toml), while a sampler
+# reads the harness's and each instance's RSS and open fds every minute; exits 1 unless each
+# stayed within 10 % of its first minute. SCALE shortens every minute (`just soak 0.1`: 3 min).
+soak SCALE="1": setup-core build
+    cargo bench -p failmode --bench soak -- --scale {{SCALE}}
+
 # Run one reference instance by hand (flags as in `failmode-reference --help`).
 reference *ARGS:
     cargo run --release -p failmode-reference -- {{ARGS}}
