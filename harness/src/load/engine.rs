@@ -413,17 +413,11 @@ impl Load {
                 self.summary.scheduled += n;
                 self.summary.dropped += n;
                 self.summary.dropped_by_cause.count(cause, n);
-                let sample = Sample {
-                    target: stream.target,
-                    tenant: stream.tenant,
-                    instance: 0,
-                    scheduled: from,
-                    send_lag: Duration::ZERO,
-                    latency: Duration::ZERO,
-                    service_time: Duration::ZERO,
-                    outcome: Outcome::Dropped(cause),
-                    attempts: 0,
-                };
+                let sample = Sample::unsent(
+                    (stream.target, stream.tenant, 0),
+                    from,
+                    Outcome::Dropped(cause),
+                );
                 self.recorder.record_repeated(&sample, n);
                 match stream.schedule.next() {
                     Some(next) if next < until => from = next,
@@ -443,17 +437,7 @@ impl Load {
         let members = Arc::clone(self.targets[target].current());
         let instance = stream.pick_instance(&members.in_rotation);
         self.summary.scheduled += 1;
-        let unsent = |outcome| Sample {
-            target,
-            tenant,
-            instance,
-            scheduled: offset,
-            send_lag: Duration::ZERO,
-            latency: Duration::ZERO,
-            service_time: Duration::ZERO,
-            outcome,
-            attempts: 0,
-        };
+        let unsent = |outcome| Sample::unsent((target, tenant, instance), offset, outcome);
         if let Some(throttle) = &stream.throttle {
             let mut throttle = throttle.lock().unwrap_or_else(|e| e.into_inner());
             let refuse = throttle.reject_probability(offset);

@@ -305,6 +305,27 @@ pub struct Sample {
     pub attempts: u32,
 }
 
+impl Sample {
+    /// A request of (target, tenant, instance) due at `scheduled` that was never sent.
+    pub(crate) fn unsent(
+        (target, tenant, instance): (usize, usize, usize),
+        scheduled: Duration,
+        outcome: Outcome,
+    ) -> Self {
+        Self {
+            target,
+            tenant,
+            instance,
+            scheduled,
+            send_lag: Duration::ZERO,
+            latency: Duration::ZERO,
+            service_time: Duration::ZERO,
+            outcome,
+            attempts: 0,
+        }
+    }
+}
+
 /// Receives every sample as it completes; called from many tasks at once.
 pub trait Recorder: Send + Sync + 'static {
     fn record(&self, sample: &Sample) {
