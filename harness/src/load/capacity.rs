@@ -163,7 +163,7 @@ pub async fn measure() -> Result<f64, LoadError> {
 }
 
 /// HTTP/1.1, keep-alive, 200 with an empty body to anything, until `stop`.
-async fn serve(listener: tokio::net::TcpListener, stop: CancellationToken) {
+pub(crate) async fn serve(listener: tokio::net::TcpListener, stop: CancellationToken) {
     loop {
         let stream = tokio::select! {
             () = stop.cancelled() => return,

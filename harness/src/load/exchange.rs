@@ -7,13 +7,17 @@
 //! per connection attempt) cost more client CPU per request than everything else the load
 //! thread does in user space. A connection is used by one request at a time and comes back
 //! only after its answer is drained, so the connections of an instance never outnumber the
-//! requests in flight to it.
+//! requests in flight to it. A connection idle for [`IDLE_TIMEOUT`] is closed by us: a fault
+//! that slows the target fills the pool with the connections its peak needed, and a server
+//! without an idle timeout of its own (the reference has none) would keep them all, on both
+//! sides, for the rest of the run.
 
+use std::collections::VecDeque;
 use std::error::Error as StdError;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -27,15 +31,20 @@ use super::{Outcome, TransportError};
 
 type Sender = SendRequest<Empty<Bytes>>;
 
-/// The idle connections to one instance, most recently used on top (a warm few stay in use
-/// at low rates; the rest close when the server times them out). With a `source`, every
-/// connection is bound to that local address before it connects: one tenant's pool, for a
-/// target that tells callers by their address.
+/// How long a connection may sit idle in the pool before we close it. Below the 5 s after
+/// which Node's HTTP server closes an idle connection, so that a kept connection is closed by
+/// our side, not by the server's as a request is being written on it.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// The idle connections to one instance, each with when it came back, most recently used at
+/// the back: a warm few at the back stay in use, the front ages out ([`IDLE_TIMEOUT`]). With
+/// a `source`, every connection is bound to that local address before it connects: one
+/// tenant's pool, for a target that tells callers by their address.
 #[derive(Debug)]
 pub(crate) struct Pool {
     addr: SocketAddr,
     source: Option<IpAddr>,
-    idle: Mutex<Vec<Sender>>,
+    idle: Mutex<VecDeque<(Sender, Instant)>>,
 }
 
 impl Pool {
@@ -43,7 +52,7 @@ impl Pool {
         Self {
             addr,
             source,
-            idle: Mutex::new(Vec::new()),
+            idle: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -53,7 +62,7 @@ impl Pool {
 
     fn take_idle(&self) -> Option<Sender> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(sender) = idle.pop() {
+        while let Some((sender, _)) = idle.pop_back() {
             if !sender.is_closed() {
                 return Some(sender);
             }
@@ -61,11 +70,26 @@ impl Pool {
         None
     }
 
+    /// Puts a drained connection back on top, and closes (drops) those at the bottom that
+    /// have been idle too long.
     fn put_back(&self, sender: Sender) {
-        self.idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(sender);
+        self.put_back_at(sender, Instant::now());
+    }
+
+    fn put_back_at(&self, sender: Sender, now: Instant) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.push_back((sender, now));
+        while idle
+            .front()
+            .is_some_and(|(_, since)| now.duration_since(*since) > IDLE_TIMEOUT)
+        {
+            idle.pop_front();
+        }
+    }
+
+    #[cfg(test)]
+    fn idle_count(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     async fn connect(&self) -> Result<Sender, TransportError> {
@@ -182,4 +206,42 @@ pub(crate) fn classify(error: &(dyn StdError + 'static)) -> TransportError {
         cause = e.source();
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_connection_idle_longer_than_the_timeout_is_closed_and_the_recent_ones_kept() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let pool = Pool::new(listener.local_addr().unwrap(), None);
+        let stop = CancellationToken::new();
+        tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
+        let now = Instant::now();
+        let long_ago = now - IDLE_TIMEOUT - Duration::from_millis(1);
+        let just_now = now - IDLE_TIMEOUT + Duration::from_millis(500);
+
+        pool.put_back_at(pool.connect().await.unwrap(), long_ago);
+        pool.put_back_at(pool.connect().await.unwrap(), just_now);
+        assert_eq!(
+            pool.idle_count(),
+            2,
+            "nothing is closed until a connection comes back"
+        );
+        pool.put_back_at(pool.connect().await.unwrap(), now);
+        assert_eq!(
+            pool.idle_count(),
+            2,
+            "the one idle beyond the timeout is closed"
+        );
+
+        // The most recent comes out first, and is still open.
+        let (sender, reused) = pool.checkout().await.unwrap();
+        assert!(reused && !sender.is_closed());
+        assert_eq!(pool.idle_count(), 1);
+        stop.cancel();
+    }
 }
