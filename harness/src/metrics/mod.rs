@@ -24,7 +24,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 
-use crate::load::{Outcome, Recorder, Sample};
+use crate::load::{DroppedByCause, Outcome, Recorder, Sample};
 
 /// Latencies are recorded in µs, up to a minute.
 const MAX_US: u64 = 60_000_000;
@@ -235,6 +235,40 @@ struct OpenSeconds {
 struct State {
     measured: Measured,
     open: Vec<Vec<OpenSeconds>>,
+    /// Per cell, flat (`[target][tenant][phase]`): changed since the last checkpoint.
+    cells_changed: Vec<bool>,
+    /// Per target: its send lag changed since the last checkpoint.
+    lag_changed: Vec<bool>,
+    /// Seconds below this were handed out by a checkpoint.
+    checkpointed_below: usize,
+    dropped_by_cause: DroppedByCause,
+}
+
+/// What changed since the last [`Collector::checkpoint`], for a journal on disk: the seconds
+/// closed meanwhile (moved out of memory, so that a long run's memory stays flat), and copies
+/// of the phase cells and send lags that changed.
+#[derive(Debug, Default)]
+pub struct Checkpoint {
+    /// Every target × tenant slot's seconds from the last checkpoint's bound to this one's,
+    /// as summarised when they closed.
+    pub seconds: Vec<CheckpointedSecond>,
+    /// `((target, tenant, phase), cell)`.
+    pub cells: Vec<((usize, usize, usize), Cell)>,
+    /// `(target, send lag)`.
+    pub send_lag: Vec<(usize, Histogram<u64>)>,
+    /// Every request not sent so far, by cause.
+    pub dropped_by_cause: DroppedByCause,
+}
+
+/// One target × tenant slot's closed second.
+#[derive(Debug)]
+pub struct CheckpointedSecond {
+    pub target: usize,
+    pub slot: usize,
+    pub second: usize,
+    pub summary: Second,
+    /// Packed (see [`unpack`]); `None` for a second without a latency.
+    pub latency: Option<Vec<u8>>,
 }
 
 /// Everything measured; the recorder the load engine feeds.
@@ -383,9 +417,83 @@ impl Collector {
             live: (0..shape.targets).map(|_| LiveCounts::default()).collect(),
             // The longest request, a second for the sample's own second, one for slack.
             hold_s: shape.longest_request.as_secs() as usize + 2,
+            inner: Mutex::new(State {
+                measured,
+                open,
+                cells_changed: vec![false; shape.targets * shape.tenants * shape.phases.len()],
+                lag_changed: vec![false; shape.targets],
+                checkpointed_below: 0,
+                dropped_by_cause: DroppedByCause::default(),
+            }),
             shape,
-            inner: Mutex::new(State { measured, open }),
         }
+    }
+
+    /// A checkpoint `elapsed` into the load: the seconds no request can still be answered in
+    /// are closed.
+    pub fn checkpoint_at(&self, elapsed: Duration) -> Checkpoint {
+        self.checkpoint((elapsed.as_secs() as usize).saturating_sub(self.hold_s))
+    }
+
+    /// Closes every second below `close_below` (all of them with `usize::MAX`, once the
+    /// load is over), and hands out what changed since the last checkpoint: those seconds,
+    /// taken out of memory, and copies of the changed cells and send lags.
+    pub fn checkpoint(&self, close_below: usize) -> Checkpoint {
+        let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let State {
+            measured: m,
+            open,
+            cells_changed,
+            lag_changed,
+            checkpointed_below,
+            dropped_by_cause,
+        } = &mut *state;
+        let seconds_in_run = m
+            .seconds
+            .first()
+            .and_then(|t| t.first())
+            .map_or(0, Vec::len);
+        let below = close_below.min(seconds_in_run);
+        let mut out = Checkpoint {
+            dropped_by_cause: *dropped_by_cause,
+            ..Checkpoint::default()
+        };
+        for (t, slots) in open.iter_mut().enumerate() {
+            for (n, open) in slots.iter_mut().enumerate() {
+                close_seconds(
+                    &mut m.seconds[t][n],
+                    &mut m.second_latency[t][n],
+                    open,
+                    below,
+                );
+                let mut packed = std::mem::take(&mut m.second_latency[t][n]);
+                for second in *checkpointed_below..below.max(*checkpointed_below) {
+                    out.seconds.push(CheckpointedSecond {
+                        target: t,
+                        slot: n,
+                        second,
+                        summary: m.seconds[t][n][second],
+                        latency: packed.remove(&second),
+                    });
+                }
+                // Closed by a later sample, above the bound: handed out next time.
+                m.second_latency[t][n] = packed;
+            }
+        }
+        *checkpointed_below = (*checkpointed_below).max(below);
+        let (tenants, phases) = (self.shape.tenants, self.shape.phases.len());
+        for (i, changed) in cells_changed.iter_mut().enumerate() {
+            if std::mem::take(changed) {
+                let (t, n, p) = (i / (tenants * phases), i / phases % tenants, i % phases);
+                out.cells.push(((t, n, p), m.cells[t][n][p].clone()));
+            }
+        }
+        for (t, changed) in lag_changed.iter_mut().enumerate() {
+            if std::mem::take(changed) {
+                out.send_lag.push((t, m.send_lag[t].clone()));
+            }
+        }
+        out
     }
 
     pub fn live(&self, target: usize) -> &LiveCounts {
@@ -431,9 +539,21 @@ impl Recorder for Collector {
         let second = s.scheduled.as_secs() as usize;
         let latency = self.shape.latency_of(s);
         let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let State { measured: m, open } = &mut *state;
+        let State {
+            measured: m,
+            open,
+            cells_changed,
+            lag_changed,
+            dropped_by_cause,
+            ..
+        } = &mut *state;
+        if let Outcome::Dropped(cause) = s.outcome {
+            dropped_by_cause.count(cause, n);
+        }
         if let Some(p) = phase {
             m.cells[s.target][s.tenant][p].add(s, latency, n);
+            let phases = self.shape.phases.len();
+            cells_changed[(s.target * self.shape.tenants + s.tenant) * phases + p] = true;
         }
         for slot in [s.tenant, self.shape.tenants] {
             record_second(
@@ -448,6 +568,7 @@ impl Recorder for Collector {
         }
         if s.attempts > 0 {
             m.send_lag[s.target].saturating_record_n(micros(s.send_lag), n);
+            lag_changed[s.target] = true;
         }
     }
 }
@@ -474,7 +595,16 @@ fn record_second(
                 .saturating_record_n(micros(latency), n);
         }
     }
-    let close_below = second.saturating_sub(hold_s);
+    close_seconds(seconds, packed, open, second.saturating_sub(hold_s));
+}
+
+/// Closes the open seconds below `close_below`: summarised, their histograms packed.
+fn close_seconds(
+    seconds: &mut [Second],
+    packed: &mut BTreeMap<usize, Vec<u8>>,
+    open: &mut OpenSeconds,
+    close_below: usize,
+) {
     while let Some(entry) = open.by_second.first_entry() {
         if *entry.key() >= close_below {
             break;

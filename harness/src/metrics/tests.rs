@@ -148,6 +148,73 @@ fn seconds_close_once_no_answer_can_come_and_keep_their_percentiles() {
 }
 
 #[test]
+fn a_checkpoint_hands_out_each_closed_second_once_and_only_the_cells_that_changed() {
+    let c = Collector::new(Shape {
+        targets: 2,
+        tenants: 1,
+        phases: vec![
+            (Duration::ZERO, Duration::from_secs(5)),
+            (Duration::from_secs(5), Duration::from_secs(10)),
+        ],
+        duration: Duration::from_secs(10),
+        longest_request: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(1),
+    });
+    c.record(&sample(1, 0, 1_500, Outcome::Admitted));
+    c.record(&sample(1, 0, 2_500, Outcome::Limited));
+    let first = c.checkpoint(2);
+    // Seconds 0 and 1 of both targets and both slots (the tenant, all tenants), idle or not.
+    assert_eq!(first.seconds.len(), 2 * 2 * 2);
+    let one = first
+        .seconds
+        .iter()
+        .find(|s| (s.target, s.slot, s.second) == (1, 0, 1))
+        .unwrap();
+    assert_eq!(one.summary.counts.admitted, 1);
+    let packed = one
+        .latency
+        .as_ref()
+        .expect("a second with an answer has a latency");
+    assert_eq!(unpack(packed).unwrap().len(), 1);
+    assert!(
+        first
+            .seconds
+            .iter()
+            .filter(|s| s.target == 0)
+            .all(|s| s.latency.is_none())
+    );
+    assert_eq!(first.cells.len(), 1, "only target 1's first phase changed");
+    assert_eq!(first.cells[0].0, (1, 0, 0));
+    assert_eq!(first.cells[0].1.counts.offered, 2);
+    assert_eq!(first.send_lag.len(), 1);
+
+    let again = c.checkpoint(2);
+    assert!(again.seconds.is_empty() && again.cells.is_empty() && again.send_lag.is_empty());
+    c.record(&sample(1, 0, 6_000, Outcome::Admitted));
+    let last = c.checkpoint(usize::MAX);
+    assert_eq!(
+        last.seconds.len(),
+        2 * 2 * 8,
+        "seconds 2 to 9, the end of the run"
+    );
+    assert_eq!(last.cells.len(), 1);
+    assert_eq!(last.cells[0].0, (1, 0, 1));
+    // Handed out, so no longer kept: memory does not grow with the run's length.
+    assert!(
+        c.snapshot()
+            .second_latency
+            .iter()
+            .flatten()
+            .all(BTreeMap::is_empty)
+    );
+    assert_eq!(
+        c.snapshot().seconds[1][0][2].counts.limited,
+        1,
+        "counts stay"
+    );
+}
+
+#[test]
 fn two_halves_of_the_samples_add_up_to_the_whole_exactly() {
     let shape = Shape {
         targets: 1,
