@@ -11,7 +11,9 @@ use hdrhistogram::Histogram;
 use super::RunResult;
 use super::atomic;
 use super::hlog::{self, Interval};
-use crate::metrics::{Cell, Measured, unpack};
+use super::measured_files::slot_names;
+use super::read::SeriesRow;
+use crate::metrics::{Cell, Measured, Second, unpack};
 use crate::scenario::Scenario;
 
 /// A run's folder, created before anything starts so that child logs land in it.
@@ -59,6 +61,29 @@ pub fn check_writable(path: &Path) -> std::io::Result<()> {
         std::io::ErrorKind::NotFound,
         "no part of the path exists",
     ))
+}
+
+/// One second of one target × tenant slot as a row of `series.csv`.
+pub(crate) fn series_row(
+    scenario: &Scenario,
+    target: &str,
+    slot: &str,
+    second: usize,
+    cell: &Second,
+) -> SeriesRow {
+    SeriesRow {
+        target: target.to_owned(),
+        tenant: slot.to_owned(),
+        second: second as u64,
+        phase: scenario
+            .phase_at(Duration::from_secs(second as u64))
+            .map_or("", |p| scenario.phases[p].name.as_str())
+            .to_owned(),
+        counts: cell.counts,
+        p50_us: cell.p50_us,
+        p99_us: cell.p99_us,
+        max_us: cell.max_us,
+    }
 }
 
 /// `2026-11-30T07:35:47Z` → `20261130T073547Z`: sortable and safe in a path.
@@ -120,27 +145,9 @@ impl RunFolder {
     ) -> std::io::Result<()> {
         writeln!(out, "{}", super::read::SERIES_HEADER)?;
         for (t, target) in run.targets.iter().enumerate() {
-            let tenants = scenario
-                .tenants
-                .iter()
-                .map(|t| t.name.as_str())
-                .chain(["all"]);
-            for (n, tenant) in tenants.enumerate() {
+            for (n, slot) in slot_names(scenario).enumerate() {
                 for (second, cell) in measured.seconds[t][n].iter().enumerate() {
-                    let c = &cell.counts;
-                    let phase = scenario
-                        .phase_at(std::time::Duration::from_secs(second as u64))
-                        .map_or("", |p| scenario.phases[p].name.as_str());
-                    let row = super::read::SeriesRow {
-                        target: target.name.clone(),
-                        tenant: tenant.to_owned(),
-                        second: second as u64,
-                        phase: phase.to_owned(),
-                        counts: *c,
-                        p50_us: cell.p50_us,
-                        p99_us: cell.p99_us,
-                        max_us: cell.max_us,
-                    };
+                    let row = series_row(scenario, &target.name, slot, second, cell);
                     writeln!(out, "{}", row.csv_line())?;
                 }
             }
@@ -193,12 +200,7 @@ impl RunFolder {
         )?;
         let mut seconds = Vec::new();
         for (t, target) in run.targets.iter().enumerate() {
-            let slots = scenario
-                .tenants
-                .iter()
-                .map(|t| t.name.as_str())
-                .chain(["all"]);
-            for (n, slot) in slots.enumerate() {
+            for (n, slot) in slot_names(scenario).enumerate() {
                 for (&second, packed) in &measured.second_latency[t][n] {
                     seconds.push(Interval {
                         tag: format!("{}/{slot}", target.name),

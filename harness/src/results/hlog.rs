@@ -71,14 +71,59 @@ fn write_log(
     Ok(())
 }
 
+/// One interval as a line of a log (newline included), for a log kept up to date line by line:
+/// appended to as the run goes, or rewritten from lines encoded once.
+pub fn encode_line(interval: &Interval) -> std::io::Result<Vec<u8>> {
+    let mut log = Vec::new();
+    write_log(&mut log, &[], std::slice::from_ref(interval))?;
+    // What `write_log` puts before the interval are comment lines (`#[MaxValueDivisor…]`).
+    let text = String::from_utf8_lossy(&log);
+    Ok(text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .flat_map(|l| [l, "\n"])
+        .collect::<String>()
+        .into_bytes())
+}
+
+/// Writes a log of lines made by [`encode_line`], whole or not at all.
+pub fn write_lines<'a>(
+    path: &Path,
+    comments: &[String],
+    lines: impl IntoIterator<Item = &'a [u8]>,
+) -> std::io::Result<()> {
+    super::atomic::write_with(path, |file| {
+        write_log(file, comments, &[])?;
+        for line in lines {
+            file.write_all(line)?;
+        }
+        Ok(())
+    })
+}
+
 /// Every tagged interval of the log at `path`, histograms decoded.
 pub fn read(path: &Path) -> Result<Vec<Interval>, HlogError> {
     let bytes = std::fs::read(path).map_err(|source| HlogError::Io {
         path: path.to_owned(),
         source,
     })?;
+    parse(path, &bytes)
+}
+
+/// As [`read`], for a log that was being appended to when its writer was killed: a last line
+/// cut short is left out.
+pub fn read_complete_lines(path: &Path) -> Result<Vec<Interval>, HlogError> {
+    let mut bytes = std::fs::read(path).map_err(|source| HlogError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    bytes.truncate(bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1));
+    parse(path, &bytes)
+}
+
+fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<Interval>, HlogError> {
     let mut intervals = Vec::new();
-    for entry in IntervalLogIterator::new(&bytes) {
+    for entry in IntervalLogIterator::new(bytes) {
         let entry = entry.map_err(|e| HlogError::Parse {
             path: path.to_owned(),
             offset: match e {
@@ -142,5 +187,32 @@ mod tests {
         write(&path, &["a comment".to_owned()], &intervals).unwrap_or_else(|e| panic!("{e}"));
         let back = read(&path).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, intervals[..1]);
+    }
+
+    #[test]
+    fn a_log_of_encoded_lines_reads_back_and_a_line_cut_short_is_left_out() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("x.hlog");
+        let interval = |second: u64, value: u64| {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 2)
+                .unwrap_or_else(|e| panic!("{e}"));
+            h.record(value).unwrap_or_else(|e| panic!("{e}"));
+            Interval {
+                tag: "reference/all".into(),
+                start: Duration::from_secs(second),
+                length: Duration::from_secs(1),
+                histogram: h,
+            }
+        };
+        let (a, b) = (interval(1, 900), interval(2, 45_000));
+        let lines = [encode_line(&a).unwrap(), encode_line(&b).unwrap()];
+        write_lines(&path, &["journal".into()], lines.iter().map(Vec::as_slice)).unwrap();
+        assert_eq!(read(&path).unwrap(), [a.clone(), b]);
+
+        let mut cut = std::fs::read(&path).unwrap();
+        cut.truncate(cut.len() - 5);
+        std::fs::write(&path, &cut).unwrap();
+        assert!(read(&path).is_err(), "a plain read refuses a cut log");
+        assert_eq!(read_complete_lines(&path).unwrap(), [a]);
     }
 }

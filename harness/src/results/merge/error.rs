@@ -4,9 +4,7 @@
 use std::path::PathBuf;
 
 use crate::metrics::MeasuredError;
-use crate::results::hlog::HlogError;
 use crate::results::read::ReadError;
-use crate::scenario::ScenarioError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
@@ -15,12 +13,7 @@ pub enum MergeError {
     #[error(transparent)]
     Read(#[from] ReadError),
     #[error(transparent)]
-    Hlog(#[from] HlogError),
-    #[error("{path}: {source}")]
-    Scenario {
-        path: PathBuf,
-        source: ScenarioError,
-    },
+    Files(#[from] crate::results::measured_files::FilesError),
     #[error(
         "{0} is not a worker's results (its run.json has no `worker`): merge takes the folders \
          of `failmode run --worker K/N` (or `failmode faults play`)"
@@ -48,8 +41,6 @@ pub enum MergeError {
          new one; give another --out"
     )]
     OutExists(PathBuf),
-    #[error("{path}: {message}")]
-    Content { path: PathBuf, message: String },
     #[error("{path}: {source}")]
     Measured {
         path: PathBuf,
