@@ -10,6 +10,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use failmode::results::RunResult;
@@ -73,16 +74,73 @@ impl Drop for RunProcesses {
     }
 }
 
+/// The results folder of the one run in `ws`, once its journal holds a second in which a
+/// request was offered.
+fn folder_once_a_second_is_journaled(ws: &Path) -> PathBuf {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // results/<the scenario's name>/<the run's timestamp>
+        let folders: Vec<PathBuf> = std::fs::read_dir(ws.join("results"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|scenario| std::fs::read_dir(scenario.path()).ok())
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        for folder in folders {
+            let series = std::fs::read_to_string(folder.join("journal/series.csv"));
+            // A row (not the header) whose `offered`, the fifth field, is not 0.
+            if series.is_ok_and(|t| {
+                t.lines()
+                    .skip(1)
+                    .any(|l| l.split(',').nth(4).is_some_and(|o| o != "0"))
+            }) {
+                return folder;
+            }
+        }
+        assert!(Instant::now() < deadline, "no second was journaled");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
-fn sigkill_of_the_harness_mid_run_leaves_no_process_of_the_run_running() {
+fn sigkill_mid_run_leaves_no_process_running_and_a_journal_report_rebuilds_into_a_partial_run() {
     let ws = stub_workspace("serve");
     let mut harness = start_long_stub_run(ws.path());
     wait_until_a_tenant_is_served(ws.path());
     let run = RunProcesses::of(&harness);
+    let folder = folder_once_a_second_is_journaled(ws.path());
     kill(Pid::from_raw(harness.id() as i32), Signal::SIGKILL).unwrap();
     harness.wait().unwrap();
     let left = run.left_after(Instant::now());
     assert!(left.is_empty(), "still running: {left:?}");
+
+    // Killed before it wrote its results: gate says how to get them back, report does.
+    let folder_arg = folder.to_str().unwrap();
+    let gate = support::failmode_in(ws.path(), &["gate", folder_arg]);
+    let (_, stderr) = support::output_text(&gate);
+    assert!(stderr.contains("failmode report"), "{stderr}");
+    let report = support::failmode_in(ws.path(), &["report", folder_arg]);
+    let (stdout, stderr) = support::output_text(&report);
+    assert!(report.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("rebuilt a partial run.json"), "{stdout}");
+    let rebuilt = RunResult::read(&folder).unwrap();
+    assert!(rebuilt.partial);
+    assert!(rebuilt.duration_s > 0.0 && rebuilt.duration_s < 30.0);
+    let steady = &rebuilt.targets[0].phases[0].all;
+    assert!(steady.counts.admitted > 0, "{steady:?}");
+    assert!(steady.latency_us.is_some());
+    assert!(folder.join("report.html").is_file() && folder.join("seconds.hlog").is_file());
+    // A verdict on a run that did not finish is never a pass.
+    let gate = support::failmode_in(ws.path(), &["gate", folder_arg]);
+    assert_ne!(
+        gate.status.code(),
+        Some(0),
+        "{}",
+        support::output_text(&gate).1
+    );
 }
 
 #[test]

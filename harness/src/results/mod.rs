@@ -8,6 +8,8 @@ pub mod build;
 pub mod fixture;
 pub mod folder;
 pub mod hlog;
+pub mod journal;
+pub mod measured_files;
 pub mod merge;
 pub mod read;
 pub mod trust;

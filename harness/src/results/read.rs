@@ -13,6 +13,11 @@ pub enum ReadError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "{0} holds no run.json, only the journal of a run that was killed before it wrote its \
+         results: `failmode report {0}` rebuilds a partial run.json from it"
+    )]
+    Unfinished(PathBuf),
     #[error("{path} is not a failmode run.json: {message}")]
     Json { path: PathBuf, message: String },
     #[error("{path} has schema version {found}; this failmode reads version {SCHEMA_VERSION}")]
@@ -38,6 +43,9 @@ impl RunResult {
     /// Reads a results folder's `run.json`, refusing another schema version.
     pub fn read(folder: &Path) -> Result<Self, ReadError> {
         let path = run_json_path(folder);
+        if folder.is_dir() && super::journal::is_unfinished(folder) {
+            return Err(ReadError::Unfinished(folder.to_owned()));
+        }
         let text = std::fs::read_to_string(&path).map_err(|source| ReadError::Io {
             path: path.clone(),
             source,

@@ -8,6 +8,7 @@ mod accounting;
 mod batches;
 mod children;
 mod error;
+mod journaling;
 mod plan;
 mod preflight;
 pub mod progress;
@@ -109,10 +110,19 @@ pub async fn run(
         .build()
         .unwrap_or_default();
     say.line(&plan::announce(scenario, &defs, &names));
+    let started = record::assemble(
+        &opts,
+        &defs,
+        revision.clone(),
+        started_at,
+        &record::Ran::before_the_load(names.clone(), world.instance_counts(), &collector),
+    );
+    let mut journal = journaling::Journaling::start(&folder, &started, scenario, say);
     let start = match start::instant(opts.worker.as_ref(), &interrupt, &logs, say).await {
         Ok(start) => start,
         Err(e) => {
             world.stop().await;
+            journal.remove(say);
             return Err(e);
         }
     };
@@ -122,7 +132,7 @@ pub async fn run(
     // The timeline stops on an interrupt, and also when the load generator fails.
     let stop_timeline = interrupt.child_token();
     let recorder: Arc<dyn load::Recorder> = collector.clone();
-    let (summary, phase_facts, (), ()) = tokio::join!(
+    let (summary, phase_facts, (), (), ()) = tokio::join!(
         async {
             let summary = load::try_run(plan, start, recorder, interrupt.clone()).await;
             if summary.is_err() {
@@ -134,6 +144,7 @@ pub async fn run(
         timeline::play(&world, &timeline, start, &stop_timeline, &http, &events),
         children::watch(&world, start, &done, &events),
         progress::show(say, scenario, &names, &collector, start, done.clone()),
+        journal.keep(&collector, &events, start, &done, say),
     );
     let elapsed = start.elapsed();
     let ran_for = accounting::load_ran_for(summary.as_ref().ok(), elapsed);
@@ -144,6 +155,7 @@ pub async fn run(
         Ok(summary) => (summary, None),
         Err(e) => (load::LoadSummary::default(), Some(e)),
     };
+    let measured = journal.finish(&collector, &events, ran_for, say).await;
     let ran = record::Ran {
         summary,
         load_error,
@@ -153,10 +165,11 @@ pub async fn run(
         phase_facts,
         events: events.into_inner().unwrap_or_else(|e| e.into_inner()),
         names,
-        measured: collector.snapshot(),
+        measured,
     };
     let result = record::assemble(&opts, &defs, revision, started_at, &ran);
     record::write(&folder, &result, &opts, &ran.measured, say)?;
+    journal.remove(say);
     if let Some(e) = ran.load_error {
         return Err(RunError::Load(e));
     }

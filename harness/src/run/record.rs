@@ -33,6 +33,27 @@ pub(super) struct Ran {
     pub(super) measured: Measured,
 }
 
+impl Ran {
+    /// Nothing yet: what the journal starts from.
+    pub(super) fn before_the_load(
+        names: Vec<String>,
+        instance_counts: Vec<u32>,
+        collector: &crate::metrics::Collector,
+    ) -> Self {
+        Self {
+            summary: LoadSummary::default(),
+            load_error: None,
+            interrupted: false,
+            ran_for: Duration::ZERO,
+            events: vec![Vec::new(); names.len()],
+            phase_facts: Vec::new(),
+            instance_counts,
+            names,
+            measured: collector.snapshot(),
+        }
+    }
+}
+
 pub(super) fn git_revision(root: &Path) -> Option<String> {
     let out = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
