@@ -133,14 +133,11 @@ fn sigkill_mid_run_leaves_no_process_running_and_a_journal_report_rebuilds_into_
     assert!(steady.counts.admitted > 0, "{steady:?}");
     assert!(steady.latency_us.is_some());
     assert!(folder.join("report.html").is_file() && folder.join("seconds.hlog").is_file());
-    // A verdict on a run that did not finish is never a pass.
+    // A verdict on a run that did not finish is refused, as on any partial run.
     let gate = support::failmode_in(ws.path(), &["gate", folder_arg]);
-    assert_ne!(
-        gate.status.code(),
-        Some(0),
-        "{}",
-        support::output_text(&gate).1
-    );
+    let (_, stderr) = support::output_text(&gate);
+    assert_eq!(gate.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--allow-partial"), "{stderr}");
 }
 
 #[test]

@@ -15,7 +15,7 @@ pub struct ReportArgs {
 }
 
 pub(super) fn report(args: &ReportArgs) -> anyhow::Result<u8> {
-    if journal::is_unfinished(&args.results) {
+    if journal::unfinished(&args.results).is_some() {
         let run = journal::rebuild(&args.results)?;
         println!(
             "rebuilt a partial run.json from the journal: {:.1} s of {} ran before the run was \

@@ -93,7 +93,7 @@ const MAX_DUE_PER_PASS: usize = 256;
 /// `now − MAX_LATE` are dropped in bulk ([`DropCause::Backlog`]). A second late, a latency
 /// "from the schedule" measures the generator, not the target; and a backlog sent one by one
 /// would keep the generator behind for as long as the run lasts.
-const MAX_LATE: Duration = Duration::from_secs(1);
+pub(crate) const MAX_LATE: Duration = Duration::from_secs(1);
 
 /// How long after the plan's end an arrival due before it may still leave: as late as any
 /// arrival may ([`MAX_LATE`]), so a stall at the very end of a run is no worse than one in

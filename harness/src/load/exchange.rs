@@ -62,6 +62,14 @@ impl Pool {
 
     fn take_idle(&self) -> Option<Sender> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        // The most recent is the youngest: if it is too old, so is every other (a pool whose
+        // traffic stopped for a while), and none is reused.
+        if idle
+            .back()
+            .is_some_and(|(_, since)| since.elapsed() > IDLE_TIMEOUT)
+        {
+            idle.clear();
+        }
         while let Some((sender, _)) = idle.pop_back() {
             if !sender.is_closed() {
                 return Some(sender);
@@ -70,8 +78,8 @@ impl Pool {
         None
     }
 
-    /// Puts a drained connection back on top, and closes (drops) those at the bottom that
-    /// have been idle too long.
+    /// Puts a drained connection back as the most recent, and closes (drops) the oldest ones
+    /// that have been idle too long.
     fn put_back(&self, sender: Sender) {
         self.put_back_at(sender, Instant::now());
     }
@@ -87,9 +95,11 @@ impl Pool {
         }
     }
 
+    /// When each idle connection came back, oldest first.
     #[cfg(test)]
-    fn idle_count(&self) -> usize {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+    fn idle_since(&self) -> Vec<Instant> {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.iter().map(|(_, since)| *since).collect()
     }
 
     async fn connect(&self) -> Result<Sender, TransportError> {
@@ -227,21 +237,35 @@ mod tests {
         pool.put_back_at(pool.connect().await.unwrap(), long_ago);
         pool.put_back_at(pool.connect().await.unwrap(), just_now);
         assert_eq!(
-            pool.idle_count(),
-            2,
-            "nothing is closed until a connection comes back"
+            pool.idle_since(),
+            [long_ago, just_now],
+            "none closed until one comes back"
         );
         pool.put_back_at(pool.connect().await.unwrap(), now);
         assert_eq!(
-            pool.idle_count(),
-            2,
-            "the one idle beyond the timeout is closed"
+            pool.idle_since(),
+            [just_now, now],
+            "the one idle too long is closed"
         );
 
-        // The most recent comes out first, and is still open.
+        // The most recent is reused first.
         let (sender, reused) = pool.checkout().await.unwrap();
         assert!(reused && !sender.is_closed());
-        assert_eq!(pool.idle_count(), 1);
+        assert_eq!(pool.idle_since(), [just_now]);
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_pool_whose_most_recent_connection_is_too_old_reuses_none() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let pool = Pool::new(listener.local_addr().unwrap(), None);
+        let stop = CancellationToken::new();
+        tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
+        let long_ago = Instant::now() - IDLE_TIMEOUT - Duration::from_millis(1);
+        pool.put_back_at(pool.connect().await.unwrap(), long_ago);
+        let (_, reused) = pool.checkout().await.unwrap();
+        assert!(!reused, "a connection idle past the timeout is not reused");
+        assert!(pool.idle_since().is_empty());
         stop.cancel();
     }
 }

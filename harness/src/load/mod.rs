@@ -35,6 +35,7 @@ pub mod rotation;
 pub mod schedule;
 
 pub use client::Client;
+pub(crate) use engine::MAX_LATE;
 pub use engine::try_run;
 pub use error::LoadError;
 pub use rotation::Rotation;

@@ -24,7 +24,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 
-use crate::load::{DroppedByCause, Outcome, Recorder, Sample};
+use crate::load::{DroppedByCause, MAX_LATE, Outcome, Recorder, Sample};
 
 /// Latencies are recorded in µs, up to a minute.
 const MAX_US: u64 = 60_000_000;
@@ -241,6 +241,11 @@ struct State {
     lag_changed: Vec<bool>,
     /// Seconds below this were handed out by a checkpoint.
     checkpointed_below: usize,
+    /// The latest scheduled second any sample has been recorded in: the load's own clock,
+    /// which stops when the load thread stalls (wall time would not).
+    latest_second: usize,
+    /// Every sample so far, counted once (outside phases too).
+    totals: Counts,
     dropped_by_cause: DroppedByCause,
 }
 
@@ -256,12 +261,14 @@ pub struct Checkpoint {
     pub cells: Vec<((usize, usize, usize), Cell)>,
     /// `(target, send lag)`.
     pub send_lag: Vec<(usize, Histogram<u64>)>,
+    /// Every request so far, counted once (open seconds and gaps between phases too).
+    pub totals: Counts,
     /// Every request not sent so far, by cause.
     pub dropped_by_cause: DroppedByCause,
 }
 
 /// One target × tenant slot's closed second.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CheckpointedSecond {
     pub target: usize,
     pub slot: usize,
@@ -415,14 +422,17 @@ impl Collector {
             .collect();
         Self {
             live: (0..shape.targets).map(|_| LiveCounts::default()).collect(),
-            // The longest request, a second for the sample's own second, one for slack.
-            hold_s: shape.longest_request.as_secs() as usize + 2,
+            // A request is sent up to MAX_LATE after its scheduled instant and answered within
+            // the longest request after that; a second more for the sample's own second.
+            hold_s: (shape.longest_request + MAX_LATE).as_secs_f64().ceil() as usize + 1,
             inner: Mutex::new(State {
                 measured,
                 open,
                 cells_changed: vec![false; shape.targets * shape.tenants * shape.phases.len()],
                 lag_changed: vec![false; shape.targets],
                 checkpointed_below: 0,
+                latest_second: 0,
+                totals: Counts::default(),
                 dropped_by_cause: DroppedByCause::default(),
             }),
             shape,
@@ -430,9 +440,17 @@ impl Collector {
     }
 
     /// A checkpoint `elapsed` into the load: the seconds no request can still be answered in
-    /// are closed.
+    /// are closed. By the load's clock (the latest second a sample was recorded in), not by
+    /// `elapsed` alone: a load thread that stalls records its backlog late, and its seconds
+    /// must still be open for it.
     pub fn checkpoint_at(&self, elapsed: Duration) -> Checkpoint {
-        self.checkpoint((elapsed.as_secs() as usize).saturating_sub(self.hold_s))
+        let latest = self
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .latest_second;
+        let now = (elapsed.as_secs() as usize).min(latest);
+        self.checkpoint(now.saturating_sub(self.hold_s))
     }
 
     /// Closes every second below `close_below` (all of them with `usize::MAX`, once the
@@ -446,7 +464,9 @@ impl Collector {
             cells_changed,
             lag_changed,
             checkpointed_below,
+            totals,
             dropped_by_cause,
+            ..
         } = &mut *state;
         let seconds_in_run = m
             .seconds
@@ -455,6 +475,7 @@ impl Collector {
             .map_or(0, Vec::len);
         let below = close_below.min(seconds_in_run);
         let mut out = Checkpoint {
+            totals: *totals,
             dropped_by_cause: *dropped_by_cause,
             ..Checkpoint::default()
         };
@@ -544,12 +565,16 @@ impl Recorder for Collector {
             open,
             cells_changed,
             lag_changed,
+            latest_second,
+            totals,
             dropped_by_cause,
             ..
         } = &mut *state;
         if let Outcome::Dropped(cause) = s.outcome {
             dropped_by_cause.count(cause, n);
         }
+        totals.add(s.outcome, s.attempts, n);
+        *latest_second = (*latest_second).max(second);
         if let Some(p) = phase {
             m.cells[s.target][s.tenant][p].add(s, latency, n);
             let phases = self.shape.phases.len();

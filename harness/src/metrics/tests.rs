@@ -215,6 +215,43 @@ fn a_checkpoint_hands_out_each_closed_second_once_and_only_the_cells_that_change
 }
 
 #[test]
+fn seconds_close_by_the_loads_clock_so_a_stalled_load_thread_finds_its_seconds_open() {
+    let c = Collector::new(Shape {
+        targets: 1,
+        tenants: 1,
+        phases: vec![(Duration::ZERO, Duration::from_secs(30))],
+        duration: Duration::from_secs(30),
+        longest_request: Duration::from_secs(2),
+        request_timeout: Duration::from_secs(2),
+    });
+    c.record(&sample(0, 0, 3_500, Outcome::Admitted));
+    // 20 s of wall time, but the load recorded nothing after second 3: it may be stalled,
+    // with a backlog of second 3's arrivals still to record.
+    assert!(c.checkpoint_at(Duration::from_secs(20)).seconds.is_empty());
+    c.record(&sample(0, 0, 3_600, DROPPED));
+    let m = c.snapshot();
+    assert_eq!(m.seconds[0][0][3].counts.dropped, 1);
+    assert!(
+        m.seconds[0][0][3].max_us >= 2_000_000,
+        "the drop's latency counted"
+    );
+    // Once the load is 2 s + the second it may send late + 1 later, second 3 closes.
+    c.record(&sample(0, 0, 8_100, Outcome::Admitted));
+    let closed: Vec<usize> = c
+        .checkpoint_at(Duration::from_secs(20))
+        .seconds
+        .iter()
+        .map(|s| s.second)
+        .collect();
+    assert_eq!(closed.iter().max(), Some(&3), "{closed:?}");
+    assert_eq!(
+        c.checkpoint(0).totals.offered,
+        3,
+        "every sample, counted once"
+    );
+}
+
+#[test]
 fn two_halves_of_the_samples_add_up_to_the_whole_exactly() {
     let shape = Shape {
         targets: 1,

@@ -12,10 +12,29 @@ pub fn write(path: &Path, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
     write_with(path, |out| out.write_all(contents.as_ref()))
 }
 
+/// What a written file must survive once the write returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lasting {
+    /// A power cut: on disk before it is renamed into place. Results.
+    PowerCuts,
+    /// The writer being killed: in the kernel's cache is enough, and rewriting it every second
+    /// costs no disk flush. A run's journal.
+    Kills,
+}
+
 /// Writes to `path` what `fill` writes (buffered), replacing what was there only once `fill`
 /// succeeds; when it fails, the old file stays and nothing else is left behind.
 pub fn write_with(
     path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    write_lasting(path, Lasting::PowerCuts, fill)
+}
+
+/// [`write_with`], as lasting as `lasting` says.
+pub fn write_lasting(
+    path: &Path,
+    lasting: Lasting,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     // The same folder: a rename across file systems is a copy, which a crash can cut short.
@@ -37,8 +56,11 @@ pub fn write_with(
     let mut out = BufWriter::new(temp);
     fill(&mut out)?;
     let temp = out.into_inner().map_err(|e| e.into_error())?;
-    // On disk before the rename: otherwise a power cut could keep the new name with no data.
-    temp.as_file().sync_all()?;
+    if lasting == Lasting::PowerCuts {
+        // On disk before the rename: otherwise a power cut could keep the new name with no
+        // data.
+        temp.as_file().sync_all()?;
+    }
     temp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }

@@ -118,12 +118,12 @@ impl RunFolder {
         scenario: &Scenario,
         measured: &Measured,
     ) -> std::io::Result<()> {
-        let json = serde_json::to_string_pretty(run).map_err(std::io::Error::other)?;
-        atomic::write(&self.path.join("run.json"), json + "\n")?;
         atomic::write(&self.path.join("scenario.toml"), &scenario.source)?;
         self.write_series(run, scenario, measured)?;
         self.write_histograms(run, scenario, measured)?;
-        Ok(())
+        // Last: a folder with a run.json is whole (a kill before this leaves the journal).
+        let json = serde_json::to_string_pretty(run).map_err(std::io::Error::other)?;
+        atomic::write(&self.path.join("run.json"), json + "\n")
     }
 
     fn write_series(

@@ -86,13 +86,14 @@ pub fn encode_line(interval: &Interval) -> std::io::Result<Vec<u8>> {
         .into_bytes())
 }
 
-/// Writes a log of lines made by [`encode_line`], whole or not at all.
+/// Writes a log of lines made by [`encode_line`], whole or not at all (lasting through a kill
+/// of the writer, not a power cut: a journal's).
 pub fn write_lines<'a>(
     path: &Path,
     comments: &[String],
     lines: impl IntoIterator<Item = &'a [u8]>,
 ) -> std::io::Result<()> {
-    super::atomic::write_with(path, |file| {
+    super::atomic::write_lasting(path, super::atomic::Lasting::Kills, |file| {
         write_log(file, comments, &[])?;
         for line in lines {
             file.write_all(line)?;

@@ -6,11 +6,15 @@
 //! is removed.
 //!
 //! - `run.json` and `scenario.toml`: the run as it started, no figures yet;
+//! - `lock`: locked by the running harness (the kernel lets go when it dies), so that a run in
+//!   progress is never taken for a killed one;
 //! - `seconds.hlog` and `series.csv`: each second's latency histogram and counts, appended as
-//!   the second closes (a last line cut short by a kill is left out when read);
+//!   the second closes (a last line cut short by a kill is left out when read). A very late
+//!   answer counted after its second closed reaches the results, not the journal;
 //! - `latency.hlog`, `service_time.hlog`, `send_lag.hlog` and `state.json` (the phase cells'
-//!   counts, the drops by cause, the events, how long the run had run): rewritten whole each
-//!   second, only the cells that changed encoded again.
+//!   counts, every request's count, the drops by cause, the events, how long the run had
+//!   run): rewritten whole each second, only the cells that changed encoded again; through a
+//!   kill of the harness, not a power cut (no disk flush every second).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -18,6 +22,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use super::build::build_targets;
@@ -25,6 +31,7 @@ use super::folder::{RunFolder, series_row};
 use super::hlog::{self, Interval};
 use super::measured_files::{FilesError, Written, read_measured, read_scenario, slot_names};
 use super::read::{ReadError, SERIES_HEADER};
+use super::trust::judge_figures;
 use super::{Event, LoadTotals, PhaseFacts, RunResult, TargetFacts, atomic};
 use crate::load::DroppedByCause;
 use crate::metrics::{Checkpoint, Counts, Measured};
@@ -36,9 +43,12 @@ pub const JOURNAL: &str = "journal";
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
     #[error(
-        "{0} holds neither a run.json nor a journal of a run in progress: not a results folder"
+        "{0} holds no journal of a run that was killed (a finished run's folder has run.json \
+         instead)"
     )]
     NotARun(PathBuf),
+    #[error("the run writing {0} is still going: its results are written when it ends")]
+    Running(PathBuf),
     #[error("the journal in {path} cannot be read: {source}")]
     Files {
         path: PathBuf,
@@ -60,6 +70,8 @@ struct State {
     ran_for_s: f64,
     /// `[target][tenant][phase]`.
     counts: Vec<Vec<Vec<Counts>>>,
+    /// Every request, counted once.
+    totals: Counts,
     dropped_by_cause: DroppedByCause,
     /// Per target.
     events: Vec<Vec<Event>>,
@@ -73,11 +85,51 @@ pub struct Journal {
     targets: Vec<String>,
     seconds: BufWriter<File>,
     series: BufWriter<File>,
-    /// Each cell's latest line, by tag: `latency.hlog`'s and `service_time.hlog`'s.
+    /// Each phase cell's latest line in `latency.hlog`, by tag.
     latency: BTreeMap<String, Vec<u8>>,
+    /// Each phase cell's latest line in `service_time.hlog`, by tag.
     service_time: BTreeMap<String, Vec<u8>>,
+    /// Each target's latest line in `send_lag.hlog`, by name.
     send_lag: BTreeMap<String, Vec<u8>>,
     state: State,
+    /// Held while the journal is written; the kernel lets go when the process dies.
+    _lock: Flock<File>,
+}
+
+/// The state of a results folder without a `run.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfinished {
+    /// Its run is still going.
+    Running,
+    /// Its run was killed: `failmode report` rebuilds it from the journal.
+    Killed,
+}
+
+/// Locks the journal's lock file, unless another process holds it.
+fn lock(dir: &Path) -> std::io::Result<Option<Flock<File>>> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("lock"))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(locked) => Ok(Some(locked)),
+        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, errno)) => Err(errno.into()),
+    }
+}
+
+/// Whether `folder` is the folder of a run that has not written its `run.json` (and has a
+/// journal): one still going, or one that was killed. `None` for any other folder.
+pub fn unfinished(folder: &Path) -> Option<Unfinished> {
+    let dir = folder.join(JOURNAL);
+    if folder.join("run.json").exists() || !dir.join("run.json").is_file() {
+        return None;
+    }
+    Some(match lock(&dir) {
+        Ok(None) => Unfinished::Running,
+        Ok(Some(_)) | Err(_) => Unfinished::Killed,
+    })
 }
 
 impl Journal {
@@ -89,6 +141,12 @@ impl Journal {
     ) -> std::io::Result<Self> {
         let dir = folder.path.join(JOURNAL);
         std::fs::create_dir_all(&dir)?;
+        let lock = lock(&dir)?.ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "another process is writing a journal in this folder",
+            )
+        })?;
         let json = serde_json::to_string_pretty(run).map_err(std::io::Error::other)?;
         atomic::write(&dir.join("run.json"), json + "\n")?;
         atomic::write(&dir.join("scenario.toml"), &scenario.source)?;
@@ -98,8 +156,9 @@ impl Journal {
             file.flush()?;
             Ok(file)
         };
+        // As the results' logs begin (the interval lines' max column is in milliseconds).
         let comment = "#failmode journal: each second's latency from the scheduled send, \
-                       microseconds, appended as the second closes\n";
+                       microseconds, appended as the second closes\n#[MaxValueDivisor: 1000.000]\n";
         let shape = scenario.measurement_shape(run.targets.len());
         let journal = Self {
             seconds: append("seconds.hlog", comment.as_bytes())?,
@@ -123,6 +182,7 @@ impl Journal {
                 events: vec![Vec::new(); run.targets.len()],
                 ..State::default()
             },
+            _lock: lock,
         };
         journal.rewrite()?;
         Ok(journal)
@@ -184,6 +244,7 @@ impl Journal {
             })?;
             self.send_lag.insert(name.clone(), line);
         }
+        self.state.totals = checkpoint.totals;
         self.state.dropped_by_cause = checkpoint.dropped_by_cause;
         self.state.events = events.to_vec();
         self.state.ran_for_s = ran_for.as_secs_f64();
@@ -208,7 +269,11 @@ impl Journal {
             self.send_lag.values().map(Vec::as_slice),
         )?;
         let json = serde_json::to_string(&self.state).map_err(std::io::Error::other)?;
-        atomic::write(&self.dir.join("state.json"), json)
+        atomic::write_lasting(
+            &self.dir.join("state.json"),
+            atomic::Lasting::Kills,
+            |out| out.write_all(json.as_bytes()),
+        )
     }
 
     /// The journal's per-second histograms, read back into `measured` (whose seconds the
@@ -229,15 +294,8 @@ impl Journal {
 
     /// Removes the journal, once the results folder holds everything it held.
     pub fn remove(self) -> std::io::Result<()> {
-        drop(self.seconds);
-        drop(self.series);
         std::fs::remove_dir_all(&self.dir)
     }
-}
-
-/// Whether `folder` holds the journal of a run that never wrote its `run.json`.
-pub fn is_unfinished(folder: &Path) -> bool {
-    !folder.join("run.json").exists() && folder.join(JOURNAL).join("run.json").is_file()
 }
 
 /// Rebuilds the results of a run that was killed before it wrote them, from its journal: a
@@ -245,9 +303,17 @@ pub fn is_unfinished(folder: &Path) -> bool {
 /// beside it. The journal is removed once they are written.
 pub fn rebuild(folder: &Path) -> Result<RunResult, JournalError> {
     let dir = folder.join(JOURNAL);
-    if !is_unfinished(folder) {
+    if unfinished(folder).is_none() {
         return Err(JournalError::NotARun(folder.to_owned()));
     }
+    // Held until the journal is gone: two rebuilds of one folder do not race.
+    let _lock = match lock(&dir) {
+        Ok(Some(lock)) => lock,
+        Ok(None) => return Err(JournalError::Running(folder.to_owned())),
+        Err(source) => {
+            return Err(JournalError::Write { path: dir, source });
+        }
+    };
     let files = |source: FilesError| JournalError::Files {
         path: dir.clone(),
         source: Box::new(source),
@@ -296,7 +362,9 @@ pub fn rebuild(folder: &Path) -> Result<RunResult, JournalError> {
             phases: vec![PhaseFacts::default(); scenario.phases.len()],
         })
         .collect();
+    let mut targets = build_targets(&scenario, &measured, &facts, ran_for);
     let mut notes = started.notes.clone();
+    notes.extend(judge_figures(&mut targets, started.worker));
     notes.push(format!(
         "rebuilt by `failmode report` from the journal of a run that was killed after {:.1} s \
          of {:.1} s: the figures cover the seconds it had journaled; when each fault was \
@@ -307,9 +375,9 @@ pub fn rebuild(folder: &Path) -> Result<RunResult, JournalError> {
     let result = RunResult {
         duration_s: ran_for.as_secs_f64().min(scenario.duration.as_secs_f64()),
         partial: true,
-        load: totals(&measured, state.dropped_by_cause),
+        load: totals(&state),
         notes,
-        targets: build_targets(&scenario, &measured, &facts, ran_for),
+        targets,
         ..started
     }
     .with_trust_recorded();
@@ -344,20 +412,15 @@ fn read_state(dir: &Path) -> Result<State, JournalError> {
     })
 }
 
-/// The load's totals as the cells counted them (every target and tenant, all seconds).
-fn totals(measured: &Measured, dropped_by_cause: DroppedByCause) -> LoadTotals {
-    let mut all = Counts::default();
-    for target in &measured.seconds {
-        // The last slot is every tenant together.
-        for second in target.last().into_iter().flatten() {
-            all.merge(&second.counts);
-        }
-    }
+/// The load's totals as the journal last counted them (every request once, the cells' as
+/// well as those outside any phase).
+fn totals(state: &State) -> LoadTotals {
+    let all = &state.totals;
     LoadTotals {
         scheduled: all.offered,
         sent: all.offered - all.dropped - all.throttled,
         dropped: all.dropped,
-        dropped_by_cause,
+        dropped_by_cause: state.dropped_by_cause,
         cancelled: 0,
         abandoned: 0,
         retries: all.retries,
@@ -438,6 +501,11 @@ mod tests {
             )
             .unwrap();
         let measured = collector.snapshot();
+        assert_eq!(unfinished(&folder.path), Some(Unfinished::Running));
+        assert!(matches!(
+            rebuild(&folder.path),
+            Err(JournalError::Running(_))
+        ));
         // Killed while appending: each appended file ends in a line cut short.
         drop(journal);
         append(
@@ -448,9 +516,10 @@ mod tests {
             &folder.path.join("journal/series.csv"),
             "oracle,acme,2,fault,1",
         );
+        assert_eq!(unfinished(&folder.path), Some(Unfinished::Killed));
         assert!(matches!(
             RunResult::read(&folder.path),
-            Err(ReadError::Unfinished(_))
+            Err(ReadError::Killed(_))
         ));
 
         let run = rebuild(&folder.path).unwrap();
@@ -483,7 +552,11 @@ mod tests {
             steady.latency_us.is_some(),
             "the cells' histograms were journaled"
         );
-        assert_eq!(run.load.scheduled, 40, "the seconds closed: 0 and 1");
+        assert_eq!(
+            run.load.scheduled, 58,
+            "every request recorded by the last update"
+        );
+        assert_eq!(run.load.dropped, run.load.dropped_by_cause.total());
         // The seconds closed before the kill, every slot; none after.
         let rows = read_series(&folder.path).unwrap();
         let acme: Vec<_> = rows.iter().filter(|r| r.tenant == "acme").collect();

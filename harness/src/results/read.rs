@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::journal::Unfinished;
+
 use super::{RunResult, SCHEMA_VERSION};
 use crate::metrics::Counts;
 
@@ -17,7 +19,9 @@ pub enum ReadError {
         "{0} holds no run.json, only the journal of a run that was killed before it wrote its \
          results: `failmode report {0}` rebuilds a partial run.json from it"
     )]
-    Unfinished(PathBuf),
+    Killed(PathBuf),
+    #[error("{0} holds no run.json yet: its run is still going")]
+    Running(PathBuf),
     #[error("{path} is not a failmode run.json: {message}")]
     Json { path: PathBuf, message: String },
     #[error("{path} has schema version {found}; this failmode reads version {SCHEMA_VERSION}")]
@@ -43,8 +47,12 @@ impl RunResult {
     /// Reads a results folder's `run.json`, refusing another schema version.
     pub fn read(folder: &Path) -> Result<Self, ReadError> {
         let path = run_json_path(folder);
-        if folder.is_dir() && super::journal::is_unfinished(folder) {
-            return Err(ReadError::Unfinished(folder.to_owned()));
+        if folder.is_dir() {
+            match super::journal::unfinished(folder) {
+                Some(Unfinished::Killed) => return Err(ReadError::Killed(folder.to_owned())),
+                Some(Unfinished::Running) => return Err(ReadError::Running(folder.to_owned())),
+                None => {}
+            }
         }
         let text = std::fs::read_to_string(&path).map_err(|source| ReadError::Io {
             path: path.clone(),

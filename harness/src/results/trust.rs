@@ -49,6 +49,19 @@ impl RunResult {
     }
 }
 
+/// What a run's figures need said beside them, once they are built: a worker's share's
+/// figures withheld (see [`withhold_for_worker`]), a target broken before any fault, a machine
+/// short of CPU.
+pub fn judge_figures(targets: &mut [TargetResult], worker: Option<super::Worker>) -> Vec<String> {
+    let mut notes = Vec::new();
+    if worker.is_some_and(|w| w.is_share()) {
+        notes.push(withhold_for_worker(targets));
+    }
+    notes.extend(broken_before_any_fault(targets));
+    notes.extend(machine_saturated(targets));
+    notes
+}
+
 /// A worker sends a share of every tenant's traffic while the limiter decides on all of it,
 /// and reads the Redis every worker loads: its share's admitted count says nothing against the
 /// allowance, nor its requests against the store's commands. Those figures are not measured

@@ -1,10 +1,10 @@
 //! The run's journal kept up to date while the load runs (see [`crate::results::journal`]):
 //! every second the collector hands out what changed, and the journal writes it on a blocking
 //! thread, off the runtime that plays the faults. A journal that cannot be written is said
-//! once and given up; the seconds it could not take stay in memory, so the results folder
-//! loses nothing.
+//! once and no longer written; the seconds it took are read back from it at the end and those
+//! it could not take stay in memory, so the results folder loses nothing.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -21,7 +21,10 @@ const EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub(super) struct Journaling {
-    journal: Option<Journal>,
+    /// Shared with the blocking thread that writes it: a writer that panics leaves it here.
+    journal: Option<Arc<Mutex<Journal>>>,
+    /// Whether it is still written.
+    writing: bool,
     /// Seconds handed out while the journal could not take them.
     kept: Vec<CheckpointedSecond>,
 }
@@ -44,7 +47,8 @@ impl Journaling {
             })
             .ok();
         Self {
-            journal,
+            writing: journal.is_some(),
+            journal: journal.map(|j| Arc::new(Mutex::new(j))),
             kept: Vec::new(),
         }
     }
@@ -78,27 +82,34 @@ impl Journaling {
         ran_for: Duration,
         say: &Say,
     ) {
-        let Some(mut journal) = self.journal.take() else {
-            self.kept.extend(checkpoint.seconds);
-            return;
+        let journal = match &self.journal {
+            Some(journal) if self.writing => Arc::clone(journal),
+            _ => {
+                self.kept.extend(checkpoint.seconds);
+                return;
+            }
         };
         let events = events.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        // Kept until the journal has them: a failed write (or a writer's panic) loses nothing.
+        let seconds = checkpoint.seconds.clone();
         let written = tokio::task::spawn_blocking(move || {
-            let written = journal.update(&checkpoint, &events, ran_for);
-            (journal, checkpoint, written)
+            journal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .update(&checkpoint, &events, ran_for)
         })
         .await;
-        match written {
-            Ok((journal, _, Ok(()))) => self.journal = Some(journal),
-            Ok((_, checkpoint, Err(e))) => {
-                say.line(&format!(
-                    "warning: the journal can no longer be written ({e}): if this run is \
-                     killed, what it measured from now on is lost"
-                ));
-                self.kept.extend(checkpoint.seconds);
-            }
-            Err(e) => say.line(&format!("warning: the journal's writer failed: {e}")),
-        }
+        let failure = match written {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => format!("its writer failed: {e}"),
+        };
+        say.line(&format!(
+            "warning: the journal can no longer be written ({failure}): if this run is killed, \
+             what it measured from now on is lost"
+        ));
+        self.writing = false;
+        self.kept.extend(seconds);
     }
 
     /// Once the load is over: everything measured, the seconds the journal took read back
@@ -113,12 +124,15 @@ impl Journaling {
         self.update(collector.checkpoint(usize::MAX), events, ran_for, say)
             .await;
         let mut measured = collector.snapshot();
-        if let Some(journal) = &self.journal
-            && let Err(e) = journal.read_seconds_into(&mut measured)
-        {
+        let read_back = self.journal.as_ref().map(|journal| {
+            let journal = journal.lock().unwrap_or_else(PoisonError::into_inner);
+            journal.read_seconds_into(&mut measured)
+        });
+        if let Some(Err(e)) = read_back {
             say.line(&format!(
-                "warning: the per-second histograms cannot be read back from the journal ({e}); \
-                 it is left in the results folder"
+                "warning: the per-second histograms cannot be read back from the journal ({e}): \
+                 the results' seconds.hlog lacks them; the journal's own is kept in \
+                 journal/seconds.hlog"
             ));
             self.journal = None;
         }
@@ -132,7 +146,10 @@ impl Journaling {
 
     /// Removes the journal, once the results folder is written.
     pub(super) fn remove(self, say: &Say) {
-        if let Some(journal) = self.journal
+        let Some(journal) = self.journal else { return };
+        let journal = Arc::try_unwrap(journal)
+            .map(|j| j.into_inner().unwrap_or_else(PoisonError::into_inner));
+        if let Ok(journal) = journal
             && let Err(e) = journal.remove()
         {
             say.line(&format!("warning: the journal could not be removed: {e}"));

@@ -115,7 +115,11 @@ pub async fn run(
         &defs,
         revision.clone(),
         started_at,
-        &record::Ran::before_the_load(names.clone(), world.instance_counts(), &collector),
+        &record::Ran::before_the_load(
+            names.clone(),
+            world.instance_counts(),
+            &scenario.measurement_shape(names.len()),
+        ),
     );
     let mut journal = journaling::Journaling::start(&folder, &started, scenario, say);
     let start = match start::instant(opts.worker.as_ref(), &interrupt, &logs, say).await {

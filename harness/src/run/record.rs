@@ -38,7 +38,7 @@ impl Ran {
     pub(super) fn before_the_load(
         names: Vec<String>,
         instance_counts: Vec<u32>,
-        collector: &crate::metrics::Collector,
+        shape: &crate::metrics::Shape,
     ) -> Self {
         Self {
             summary: LoadSummary::default(),
@@ -49,7 +49,7 @@ impl Ran {
             phase_facts: Vec::new(),
             instance_counts,
             names,
-            measured: collector.snapshot(),
+            measured: Measured::empty(shape),
         }
     }
 }
@@ -111,11 +111,7 @@ pub(super) fn assemble(
     let mut notes = setting_notes(opts);
     notes.extend(trouble_notes(opts, ran));
     let mut targets = results::build::build_targets(scenario, &ran.measured, &facts, ran.ran_for);
-    if opts.worker.is_some_and(|w| w.is_share()) {
-        notes.push(results::trust::withhold_for_worker(&mut targets));
-    }
-    notes.extend(results::trust::broken_before_any_fault(&targets));
-    notes.extend(results::trust::machine_saturated(&targets));
+    notes.extend(results::trust::judge_figures(&mut targets, opts.worker));
     RunResult {
         schema_version: SCHEMA_VERSION,
         scenario: scenario.name.clone(),
