@@ -12,8 +12,12 @@
 //! arrivals, round robin over the one instance), oha as one stream (`-q`, with its latency
 //! correction, so its latency is from the schedule too).
 //!
-//! Flags: `--secs N` (5) per run, `--rates 100,1000,…` (100, 1000, 5000, 20000),
-//! `--oha PATH` (`.tools/bin/oha`, else `oha` on the PATH).
+//! Each generator runs `--runs` times per rate, interleaved, and each figure is the median of
+//! the runs: the server shares the machine's cores, and one run alone is noisy. The table goes
+//! to stdout and to `docs/bench-loadgen.md`, with the date, revision, cores and load average.
+//!
+//! Flags: `--secs N` (5) per run, `--runs N` (3), `--rates 100,1000,…` (100, 1000, 5000,
+//! 20000, 40000), `--oha PATH` (`.tools/bin/oha`, else `oha` on the PATH).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -59,7 +63,8 @@ fn main() {
         Some(other) => panic!("unknown child {other}"),
         None => parent(
             secs(&flag),
-            flag("--rates").map_or(vec![100.0, 1_000.0, 5_000.0, 20_000.0], |r| {
+            flag("--runs").map_or(3, |r| r.parse().unwrap()),
+            flag("--rates").map_or(vec![100.0, 1_000.0, 5_000.0, 20_000.0, 40_000.0], |r| {
                 r.split(',').map(|x| x.parse().unwrap()).collect()
             }),
             flag("--oha").unwrap_or_else(default_oha),
@@ -99,7 +104,34 @@ struct Report {
     latency_p99_us: u64,
 }
 
-fn parent(secs: u64, rates: Vec<f64>, oha: String) {
+/// The median of `values` (the mean of the middle two for an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// Where the table is written: a page the docs link to, so that the table a reader sees is
+/// always the one this benchmark wrote, never one copied by hand.
+fn table_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/bench-loadgen.md")
+}
+
+fn git_revision() -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "unknown".into(), |r| r.trim().to_owned())
+}
+
+fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String) {
     let version = Command::new(&oha).arg("--version").output().map_or_else(
         |e| panic!("{oha}: {e} (run `just bench-loadgen`, which installs it)"),
         |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
@@ -124,66 +156,109 @@ fn parent(secs: u64, rates: Vec<f64>, oha: String) {
         serde_json::from_slice(&out.stdout).unwrap()
     };
 
-    println!(
-        "failmode's load engine vs {version}, {secs} s per run and rate, GET /api on one loopback \
-         server, {} cores, load average {} at the start\n",
+    let mut out = String::new();
+    let mut line = |text: String| {
+        println!("{text}");
+        out.push_str(&text);
+        out.push('\n');
+    };
+    line("# The load engine against oha (written by `just bench-loadgen`)\n".into());
+    line(format!(
+        "{}, revision {}: failmode's load engine vs {version}, {secs} s per run, {runs} runs per \
+         generator and rate (each figure the median of the runs), GET /api on one loopback \
+         server in the bench's process, {} cores, load average {} at the start.\n",
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
+        git_revision(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load_average()
+    ));
+    line(
+        "| total req/s | rate error acme / globex | dropped: failmode (most in a run) | send lag p50 / p99 | latency p99 from the schedule: failmode / oha | CPU per request: failmode / oha | sleeps per request: failmode / oha | peak RSS: failmode / oha | failmode RSS at 1 s → end |"
+            .into(),
     );
-    println!(
-        "| total req/s | rate error acme / globex | send lag p50 / p99 | latency p99 from the schedule: failmode / oha | CPU per request: failmode / oha | sleeps per request: failmode / oha | peak RSS: failmode / oha | failmode RSS at 1 s → end |"
-    );
-    println!("|---:|---|---|---|---|---|---|---|");
+    line("|---:|---|---:|---|---|---|---|---|---|".into());
     let mut notes = Vec::new();
     for rate in rates {
-        let ours = run_child("engine", rate);
-        let theirs = run_child("oha", rate);
-        let error = |i: usize| {
-            let planned = rate * SPLIT[i].1;
-            (ours.requests[i] as f64 / secs as f64 / planned - 1.0) * 100.0
+        // Interleaved, so that whatever else the machine does falls on both alike.
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            ours.push(run_child("engine", rate));
+            theirs.push(run_child("oha", rate));
+        }
+        let med = |reports: &[Report], figure: &dyn Fn(&Report) -> f64| {
+            median(reports.iter().map(figure).collect())
         };
-        let per = |r: &Report, x: f64| x / r.requests.iter().sum::<u64>() as f64;
-        let (ours_cpu, theirs_cpu) = (per(&ours, ours.cpu_us), per(&theirs, theirs.cpu_us));
-        println!(
-            "| {rate:.0} | {:+.2} % / {:+.2} % | {:.3} / {:.3} ms | {:.3} / {:.3} ms | {ours_cpu:.1} / {theirs_cpu:.1} µs (**{:.2}×**) | {:.2} / {:.2} | {:.1} / {:.1} MiB | {:.1} → {:.1} MiB |",
-            error(0),
-            error(1),
-            ours.send_lag_p50_us as f64 / 1e3,
-            ours.send_lag_p99_us as f64 / 1e3,
-            ours.latency_p99_us as f64 / 1e3,
-            theirs.latency_p99_us as f64 / 1e3,
-            ours_cpu / theirs_cpu,
-            per(&ours, ours.switches as f64),
-            per(&theirs, theirs.switches as f64),
-            ours.peak_rss_kib as f64 / 1024.0,
-            theirs.peak_rss_kib as f64 / 1024.0,
-            ours.rss_early_kib as f64 / 1024.0,
-            ours.rss_end_kib as f64 / 1024.0,
+        let error = |i: usize| {
+            move |r: &Report| {
+                let planned = rate * SPLIT[i].1;
+                (r.requests[i] as f64 / secs as f64 / planned - 1.0) * 100.0
+            }
+        };
+        let per = |x: fn(&Report) -> f64| {
+            move |r: &Report| x(r) / r.requests.iter().sum::<u64>().max(1) as f64
+        };
+        let cpu = per(|r| r.cpu_us);
+        let sleeps = per(|r| r.switches as f64);
+        let ms = |x: fn(&Report) -> u64| move |r: &Report| x(r) as f64 / 1e3;
+        let mib = |x: fn(&Report) -> u64| move |r: &Report| x(r) as f64 / 1024.0;
+        let cpu_ratio = median(
+            ours.iter()
+                .zip(&theirs)
+                .map(|(a, b)| cpu(a) / cpu(b))
+                .collect(),
         );
-        if ours.dropped + ours.not_2xx > 0 {
-            notes.push(format!(
-                "at {rate} req/s failmode dropped {} and got {} answers other than 2xx",
-                ours.dropped, ours.not_2xx
-            ));
-        }
-        if theirs.dropped + theirs.not_2xx > 0 {
-            notes.push(format!(
-                "at {rate} req/s oha counted {} errors (requests cut at its deadline among them) \
-                 and {} answers other than 2xx",
-                theirs.dropped, theirs.not_2xx
-            ));
+        line(format!(
+            "| {rate:.0} | {:+.2} % / {:+.2} % | {} | {:.3} / {:.3} ms | {:.3} / {:.3} ms | {:.1} / {:.1} µs (**{cpu_ratio:.2}×**) | {:.2} / {:.2} | {:.1} / {:.1} MiB | {:.1} → {:.1} MiB |",
+            med(&ours, &error(0)),
+            med(&ours, &error(1)),
+            ours.iter().map(|r| r.dropped).max().unwrap_or(0),
+            med(&ours, &ms(|r| r.send_lag_p50_us)),
+            med(&ours, &ms(|r| r.send_lag_p99_us)),
+            med(&ours, &ms(|r| r.latency_p99_us)),
+            med(&theirs, &ms(|r| r.latency_p99_us)),
+            med(&ours, &cpu),
+            med(&theirs, &cpu),
+            med(&ours, &sleeps),
+            med(&theirs, &sleeps),
+            med(&ours, &mib(|r| r.peak_rss_kib)),
+            med(&theirs, &mib(|r| r.peak_rss_kib)),
+            med(&ours, &mib(|r| r.rss_early_kib)),
+            med(&ours, &mib(|r| r.rss_end_kib)),
+        ));
+        for (k, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            if a.not_2xx > 0 {
+                notes.push(format!(
+                    "at {rate} req/s, run {}: failmode got {} answers other than 2xx",
+                    k + 1,
+                    a.not_2xx
+                ));
+            }
+            if b.dropped + b.not_2xx > 0 {
+                notes.push(format!(
+                    "at {rate} req/s, run {}: oha counted {} errors (requests cut at its \
+                     deadline among them) and {} answers other than 2xx",
+                    k + 1,
+                    b.dropped,
+                    b.not_2xx
+                ));
+            }
         }
     }
-    println!(
+    line(format!(
         "\nCPU: user + system time of the generator's process (the server excluded) over the \
-         requests answered; failmode ÷ oha in bold, ≤ 1 is the goal. Sleeps: voluntary context \
-         switches per request. Rate error: requests sent per tenant within the run ÷ planned. \
-         Load average at the end: {}.",
+         requests answered; failmode ÷ oha in bold (the median of each run's ratio), ≤ 1 is the \
+         goal. Sleeps: voluntary context switches per request. Rate error: requests sent per \
+         tenant within the run ÷ planned. Dropped: requests failmode did not send (its \
+         in-flight bound, or more than a second behind its schedule). Load average at the end: \
+         {}.",
         load_average()
-    );
+    ));
     for note in notes {
-        println!("- {note}");
+        line(format!("- {note}"));
     }
+    let path = table_path();
+    std::fs::write(&path, out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    eprintln!("written to {}", path.display());
 }
 
 /// The 1-minute load average: anything else running on the machine shows in every figure.

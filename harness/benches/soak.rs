@@ -7,11 +7,11 @@
 //!
 //! The first minute is the baseline rather than the start because everything grows in it:
 //! connections are opened up to the concurrency the load needs, buffers and histograms fill.
-//! A leak is growth after that. Not all growth is a leak, though: neither side closes an idle
-//! keep-alive connection (the harness's pool keeps it for the next request, the reference's
-//! server has no idle timeout), so both processes' fds, and the memory their connections hold,
-//! follow the most requests ever in flight at once. A stall after the first minute raises
-//! them for good: in the table a step that stays, where a leak is a slope.
+//! A leak is growth after that. Each reading is the least of [`SAMPLES`] samples a second
+//! apart, ending on the minute: every request in flight holds a connection (an fd on both
+//! sides) and its buffers, so a single sample taken during a momentary latency peak of the
+//! shared machine counts that peak's requests in flight, which are gone a second later; a leak
+//! raises the least of them as much as any.
 //!
 //! Flags: `--scale X` (1: every minute, the run's and the sampler's, lasts X minutes; 0.1 runs
 //! the whole soak in 3), `--failmode PATH` (`target/release/failmode`).
@@ -25,6 +25,8 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+/// Samples per reading, a second apart; the reading is the least (see the header).
+const SAMPLES: u32 = 5;
 /// Readings, one a minute; must match the scenario's length.
 const MINUTES: u32 = 30;
 /// How far a reading may stray from the first minute's and still be flat.
@@ -104,7 +106,8 @@ fn soak() -> Result<bool, String> {
         if k == MINUTES {
             at = at.saturating_sub(LAST_READING_EARLY.mul_f64(scale));
         }
-        sleep(at.saturating_sub(start.elapsed()));
+        let first_sample = at.saturating_sub(Duration::from_secs(u64::from(SAMPLES - 1)));
+        sleep(first_sample.saturating_sub(start.elapsed()));
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             return Err(format!(
                 "failmode run ended before minute {k} ({status}); see {}",
@@ -228,11 +231,25 @@ impl Table {
             }
             println!("{header}\n{rule}");
         }
+        // Each process's least RSS and least fds over the samples, ending on the minute.
+        let mut least: BTreeMap<u32, Reading> = BTreeMap::new();
+        for sample in 0..SAMPLES {
+            if sample > 0 {
+                sleep(Duration::from_secs(1));
+            }
+            for &(pid, _) in &self.names {
+                if let Some(r) = reading(pid) {
+                    let l = least.entry(pid).or_insert(r);
+                    l.rss_kib = l.rss_kib.min(r.rss_kib);
+                    l.fds = l.fds.min(r.fds);
+                }
+            }
+        }
         let mut row = BTreeMap::new();
-        let mut line = format!("| {minute} | {:.0} |", elapsed.as_secs_f64());
+        let end = elapsed + Duration::from_secs(u64::from(SAMPLES - 1));
+        let mut line = format!("| {minute} | {:.0} |", end.as_secs_f64());
         for &(pid, _) in &self.names {
-            let r = reading(pid);
-            match r {
+            match least.get(&pid).copied() {
                 Some(r) => {
                     line += &format!(" {:.1} | {} |", mib(r.rss_kib), r.fds);
                     row.insert(pid, r);
