@@ -92,8 +92,10 @@ fuzz CASES="10000": setup-core
 bench-reference *ARGS: setup
     cargo bench -p failmode-reference --bench reference -- {{ARGS}}
 
-# Benchmark the load generator against oha at 100 to 20,000 req/s (installs oha 1.16.0 into
-# the git-ignored .tools/ if it is missing). Flags: --secs N, --rates 100,1000, --oha PATH.
+# Benchmark the load generator against oha at 100 to 40,000 req/s, three runs of each per rate
+# (installs oha 1.16.0 into the git-ignored .tools/ if it is missing); with the default flags
+# its table is written to docs/bench-loadgen.md. Flags: --secs N, --runs N, --rates 100,1000,
+# --oha PATH.
 bench-loadgen *ARGS:
     @test -x .tools/bin/oha || { echo "installing oha 1.16.0 into .tools/ (cargo install, a few minutes)"; cargo install oha --version 1.16.0 --locked --root .tools; }
     cargo bench -p failmode --bench loadgen -- {{ARGS}}

@@ -14,7 +14,8 @@
 //!
 //! Each generator runs `--runs` times per rate, interleaved, and each figure is the median of
 //! the runs: the server shares the machine's cores, and one run alone is noisy. The table goes
-//! to stdout and to `docs/bench-loadgen.md`, with the date, revision, cores and load average.
+//! to stdout and, from a run with the default flags, to `docs/bench-loadgen.md`, with the
+//! date, revision, cores and load average.
 //!
 //! Flags: `--secs N` (5) per run, `--runs N` (3), `--rates 100,1000,…` (100, 1000, 5000,
 //! 20000, 40000), `--oha PATH` (`.tools/bin/oha`, else `oha` on the PATH).
@@ -68,6 +69,9 @@ fn main() {
                 r.split(',').map(|x| x.parse().unwrap()).collect()
             }),
             flag("--oha").unwrap_or_else(default_oha),
+            ["--secs", "--runs", "--rates"]
+                .iter()
+                .all(|f| flag(f).is_none()),
         ),
     }
 }
@@ -131,7 +135,10 @@ fn git_revision() -> String {
         .map_or_else(|| "unknown".into(), |r| r.trim().to_owned())
 }
 
-fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String) {
+/// `published`: the run is the benchmark's own (the default rates, length and runs), whose
+/// table the docs show.
+fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String, published: bool) {
+    assert!(runs > 0, "--runs must be at least 1");
     let version = Command::new(&oha).arg("--version").output().map_or_else(
         |e| panic!("{oha}: {e} (run `just bench-loadgen`, which installs it)"),
         |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
@@ -179,11 +186,17 @@ fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String) {
     line("|---:|---|---:|---|---|---|---|---|---|".into());
     let mut notes = Vec::new();
     for rate in rates {
-        // Interleaved, so that whatever else the machine does falls on both alike.
+        // Interleaved, each first in turn, so that whatever else the machine does falls on
+        // both alike.
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-        for _ in 0..runs {
-            ours.push(run_child("engine", rate));
-            theirs.push(run_child("oha", rate));
+        for run in 0..runs {
+            if run % 2 == 0 {
+                ours.push(run_child("engine", rate));
+                theirs.push(run_child("oha", rate));
+            } else {
+                theirs.push(run_child("oha", rate));
+                ours.push(run_child("engine", rate));
+            }
         }
         let med = |reports: &[Report], figure: &dyn Fn(&Report) -> f64| {
             median(reports.iter().map(figure).collect())
@@ -201,12 +214,7 @@ fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String) {
         let sleeps = per(|r| r.switches as f64);
         let ms = |x: fn(&Report) -> u64| move |r: &Report| x(r) as f64 / 1e3;
         let mib = |x: fn(&Report) -> u64| move |r: &Report| x(r) as f64 / 1024.0;
-        let cpu_ratio = median(
-            ours.iter()
-                .zip(&theirs)
-                .map(|(a, b)| cpu(a) / cpu(b))
-                .collect(),
-        );
+        let cpu_ratio = med(&ours, &cpu) / med(&theirs, &cpu);
         line(format!(
             "| {rate:.0} | {:+.2} % / {:+.2} % | {} | {:.3} / {:.3} ms | {:.3} / {:.3} ms | {:.1} / {:.1} µs (**{cpu_ratio:.2}×**) | {:.2} / {:.2} | {:.1} / {:.1} MiB | {:.1} → {:.1} MiB |",
             med(&ours, &error(0)),
@@ -246,8 +254,7 @@ fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String) {
     }
     line(format!(
         "\nCPU: user + system time of the generator's process (the server excluded) over the \
-         requests answered; failmode ÷ oha in bold (the median of each run's ratio), ≤ 1 is the \
-         goal. Sleeps: voluntary context switches per request. Rate error: requests sent per \
+         requests answered; failmode ÷ oha in bold (of the medians), ≤ 1 is the goal. Sleeps: voluntary context switches per request. Rate error: requests sent per \
          tenant within the run ÷ planned. Dropped: requests failmode did not send (its \
          in-flight bound, or more than a second behind its schedule). Load average at the end: \
          {}.",
@@ -256,9 +263,13 @@ fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String) {
     for note in notes {
         line(format!("- {note}"));
     }
-    let path = table_path();
-    std::fs::write(&path, out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    eprintln!("written to {}", path.display());
+    if published {
+        let path = table_path();
+        std::fs::write(&path, out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        eprintln!("written to {}", path.display());
+    } else {
+        eprintln!("not written to the docs: only a run with the default flags is published");
+    }
 }
 
 /// The 1-minute load average: anything else running on the machine shows in every figure.

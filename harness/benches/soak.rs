@@ -8,10 +8,10 @@
 //! The first minute is the baseline rather than the start because everything grows in it:
 //! connections are opened up to the concurrency the load needs, buffers and histograms fill.
 //! A leak is growth after that. Each reading is the least of [`SAMPLES`] samples a second
-//! apart, ending on the minute: every request in flight holds a connection (an fd on both
-//! sides) and its buffers, so a single sample taken during a momentary latency peak of the
-//! shared machine counts that peak's requests in flight, which are gone a second later; a leak
-//! raises the least of them as much as any.
+//! apart (scaled with the minute), ending on the minute: every request in flight holds a
+//! connection (an fd on both sides) and its buffers, so a single sample taken during a
+//! momentary latency peak of the shared machine counts that peak's requests in flight, which
+//! are gone a second later; a leak raises the least of them as much as any.
 //!
 //! Flags: `--scale X` (1: every minute, the run's and the sampler's, lasts X minutes; 0.1 runs
 //! the whole soak in 3), `--failmode PATH` (`target/release/failmode`).
@@ -100,13 +100,16 @@ fn soak() -> Result<bool, String> {
     // once they all answer, so each reading lands a little before its minute's mark, still in
     // the healthy quarter the scenario leaves there.
     let start = wait_for_instances(&mut child, harness)?;
+    // A second apart in a full-length soak; scaled with its minutes, so the samples stay in
+    // the healthy quarter of a shortened one too.
+    let gap = Duration::from_secs(1).mul_f64(scale);
     let mut table = Table::default();
     for k in 1..=MINUTES {
         let mut at = minute * k;
         if k == MINUTES {
             at = at.saturating_sub(LAST_READING_EARLY.mul_f64(scale));
         }
-        let first_sample = at.saturating_sub(Duration::from_secs(u64::from(SAMPLES - 1)));
+        let first_sample = at.saturating_sub(gap * (SAMPLES - 1));
         sleep(first_sample.saturating_sub(start.elapsed()));
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             return Err(format!(
@@ -114,7 +117,7 @@ fn soak() -> Result<bool, String> {
                 err_path.display()
             ));
         }
-        table.read(k, start.elapsed(), harness);
+        table.read(k, start.elapsed(), gap, harness);
     }
 
     let status = child.wait().map_err(|e| e.to_string())?;
@@ -215,7 +218,7 @@ struct Table {
 }
 
 impl Table {
-    fn read(&mut self, minute: u32, elapsed: Duration, harness: u32) {
+    fn read(&mut self, minute: u32, elapsed: Duration, gap: Duration, harness: u32) {
         let mut pids = vec![harness];
         pids.extend(instances(harness));
         if self.names.is_empty() {
@@ -235,7 +238,7 @@ impl Table {
         let mut least: BTreeMap<u32, Reading> = BTreeMap::new();
         for sample in 0..SAMPLES {
             if sample > 0 {
-                sleep(Duration::from_secs(1));
+                sleep(gap);
             }
             for &(pid, _) in &self.names {
                 if let Some(r) = reading(pid) {
@@ -246,7 +249,7 @@ impl Table {
             }
         }
         let mut row = BTreeMap::new();
-        let end = elapsed + Duration::from_secs(u64::from(SAMPLES - 1));
+        let end = elapsed + gap * (SAMPLES - 1);
         let mut line = format!("| {minute} | {:.0} |", end.as_secs_f64());
         for &(pid, _) in &self.names {
             match least.get(&pid).copied() {

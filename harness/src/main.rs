@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use failmode::cli::{Cli, dispatch};
 
-/// glibc's malloc keeps what a peak of requests in flight allocated (each holds a connection
-/// and its buffers) for the rest of the process's life; mimalloc gives freed memory back to
-/// the system within moments, so memory after a fault's peak is what the process needs, not
-/// the most it ever needed (`just soak`).
+/// glibc's malloc keeps much of what a peak of requests in flight allocated (each holds a
+/// connection and its buffers) long after they are freed; mimalloc gives freed memory back to
+/// the system within moments, so memory after a fault's peak is about what the process needs,
+/// not the most it ever needed (`just soak`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -34,7 +34,7 @@ type Sender = SendRequest<Empty<Bytes>>;
 /// How long a connection may sit idle in the pool before we close it. Below the 5 s after
 /// which Node's HTTP server closes an idle connection, so that a kept connection is closed by
 /// our side, not by the server's as a request is being written on it.
-pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// The idle connections to one instance, each with when it came back, most recently used at
 /// the back: a warm few at the back stay in use, the front ages out ([`IDLE_TIMEOUT`]). With
@@ -62,15 +62,13 @@ impl Pool {
 
     fn take_idle(&self) -> Option<Sender> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        // The most recent is the youngest: if it is too old, so is every other (a pool whose
-        // traffic stopped for a while), and none is reused.
-        if idle
-            .back()
-            .is_some_and(|(_, since)| since.elapsed() > IDLE_TIMEOUT)
-        {
-            idle.clear();
-        }
-        while let Some((sender, _)) = idle.pop_back() {
+        while let Some((sender, since)) = idle.pop_back() {
+            if since.elapsed() > IDLE_TIMEOUT {
+                // The youngest left is too old, so is every other (a pool whose traffic
+                // stopped a while): none is reused.
+                idle.clear();
+                return None;
+            }
             if !sender.is_closed() {
                 return Some(sender);
             }
@@ -239,7 +237,7 @@ mod tests {
         assert_eq!(
             pool.idle_since(),
             [long_ago, just_now],
-            "none closed until one comes back"
+            "when just_now came back, long_ago had been idle only 0.5 s"
         );
         pool.put_back_at(pool.connect().await.unwrap(), now);
         assert_eq!(

@@ -14,7 +14,10 @@
 //! own client refused ([`Outcome::Throttled`]) has no latency: that client chose not to
 //! wait. A request an interrupted run abandoned is recorded with its latency up to then.
 
+mod checkpoint;
 pub mod derived;
+
+pub use checkpoint::{Checkpoint, CheckpointedSecond};
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -222,7 +225,8 @@ impl Second {
 }
 
 /// Latency histograms of the seconds still open to late answers, per target × tenant.
-/// A second closes `hold` after it, once no request scheduled in it can still be answered;
+/// A second closes at a checkpoint `hold` after it, once no request scheduled in it can still be
+/// sent or answered;
 /// then its percentiles and its packed histogram are kept.
 #[derive(Debug, Default)]
 struct OpenSeconds {
@@ -241,41 +245,14 @@ struct State {
     lag_changed: Vec<bool>,
     /// Seconds below this were handed out by a checkpoint.
     checkpointed_below: usize,
-    /// The latest scheduled second any sample has been recorded in: the load's own clock,
-    /// which stops when the load thread stalls (wall time would not).
-    latest_second: usize,
+    /// The latest scheduled second of a request sent and recorded: the load's own clock, which
+    /// stops when the load thread stalls (wall time would not). Not moved by drops: the
+    /// dispatcher drops one stream's backlog after another, and a later stream's older
+    /// seconds must still be open for its drops.
+    latest_sent_second: usize,
     /// Every sample so far, counted once (outside phases too).
     totals: Counts,
     dropped_by_cause: DroppedByCause,
-}
-
-/// What changed since the last [`Collector::checkpoint`], for a journal on disk: the seconds
-/// closed meanwhile (moved out of memory, so that a long run's memory stays flat), and copies
-/// of the phase cells and send lags that changed.
-#[derive(Debug, Default)]
-pub struct Checkpoint {
-    /// Every target × tenant slot's seconds from the last checkpoint's bound to this one's,
-    /// as summarised when they closed.
-    pub seconds: Vec<CheckpointedSecond>,
-    /// `((target, tenant, phase), cell)`.
-    pub cells: Vec<((usize, usize, usize), Cell)>,
-    /// `(target, send lag)`.
-    pub send_lag: Vec<(usize, Histogram<u64>)>,
-    /// Every request so far, counted once (open seconds and gaps between phases too).
-    pub totals: Counts,
-    /// Every request not sent so far, by cause.
-    pub dropped_by_cause: DroppedByCause,
-}
-
-/// One target × tenant slot's closed second.
-#[derive(Debug, Clone)]
-pub struct CheckpointedSecond {
-    pub target: usize,
-    pub slot: usize,
-    pub second: usize,
-    pub summary: Second,
-    /// Packed (see [`unpack`]); `None` for a second without a latency.
-    pub latency: Option<Vec<u8>>,
 }
 
 /// Everything measured; the recorder the load engine feeds.
@@ -431,90 +408,12 @@ impl Collector {
                 cells_changed: vec![false; shape.targets * shape.tenants * shape.phases.len()],
                 lag_changed: vec![false; shape.targets],
                 checkpointed_below: 0,
-                latest_second: 0,
+                latest_sent_second: 0,
                 totals: Counts::default(),
                 dropped_by_cause: DroppedByCause::default(),
             }),
             shape,
         }
-    }
-
-    /// A checkpoint `elapsed` into the load: the seconds no request can still be answered in
-    /// are closed. By the load's clock (the latest second a sample was recorded in), not by
-    /// `elapsed` alone: a load thread that stalls records its backlog late, and its seconds
-    /// must still be open for it.
-    pub fn checkpoint_at(&self, elapsed: Duration) -> Checkpoint {
-        let latest = self
-            .inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .latest_second;
-        let now = (elapsed.as_secs() as usize).min(latest);
-        self.checkpoint(now.saturating_sub(self.hold_s))
-    }
-
-    /// Closes every second below `close_below` (all of them with `usize::MAX`, once the
-    /// load is over), and hands out what changed since the last checkpoint: those seconds,
-    /// taken out of memory, and copies of the changed cells and send lags.
-    pub fn checkpoint(&self, close_below: usize) -> Checkpoint {
-        let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let State {
-            measured: m,
-            open,
-            cells_changed,
-            lag_changed,
-            checkpointed_below,
-            totals,
-            dropped_by_cause,
-            ..
-        } = &mut *state;
-        let seconds_in_run = m
-            .seconds
-            .first()
-            .and_then(|t| t.first())
-            .map_or(0, Vec::len);
-        let below = close_below.min(seconds_in_run);
-        let mut out = Checkpoint {
-            totals: *totals,
-            dropped_by_cause: *dropped_by_cause,
-            ..Checkpoint::default()
-        };
-        for (t, slots) in open.iter_mut().enumerate() {
-            for (n, open) in slots.iter_mut().enumerate() {
-                close_seconds(
-                    &mut m.seconds[t][n],
-                    &mut m.second_latency[t][n],
-                    open,
-                    below,
-                );
-                let mut packed = std::mem::take(&mut m.second_latency[t][n]);
-                for second in *checkpointed_below..below.max(*checkpointed_below) {
-                    out.seconds.push(CheckpointedSecond {
-                        target: t,
-                        slot: n,
-                        second,
-                        summary: m.seconds[t][n][second],
-                        latency: packed.remove(&second),
-                    });
-                }
-                // Closed by a later sample, above the bound: handed out next time.
-                m.second_latency[t][n] = packed;
-            }
-        }
-        *checkpointed_below = (*checkpointed_below).max(below);
-        let (tenants, phases) = (self.shape.tenants, self.shape.phases.len());
-        for (i, changed) in cells_changed.iter_mut().enumerate() {
-            if std::mem::take(changed) {
-                let (t, n, p) = (i / (tenants * phases), i / phases % tenants, i % phases);
-                out.cells.push(((t, n, p), m.cells[t][n][p].clone()));
-            }
-        }
-        for (t, changed) in lag_changed.iter_mut().enumerate() {
-            if std::mem::take(changed) {
-                out.send_lag.push((t, m.send_lag[t].clone()));
-            }
-        }
-        out
     }
 
     pub fn live(&self, target: usize) -> &LiveCounts {
@@ -565,7 +464,7 @@ impl Recorder for Collector {
             open,
             cells_changed,
             lag_changed,
-            latest_second,
+            latest_sent_second,
             totals,
             dropped_by_cause,
             ..
@@ -574,7 +473,9 @@ impl Recorder for Collector {
             dropped_by_cause.count(cause, n);
         }
         totals.add(s.outcome, s.attempts, n);
-        *latest_second = (*latest_second).max(second);
+        if s.attempts > 0 {
+            *latest_sent_second = (*latest_sent_second).max(second);
+        }
         if let Some(p) = phase {
             m.cells[s.target][s.tenant][p].add(s, latency, n);
             let phases = self.shape.phases.len();
@@ -583,12 +484,10 @@ impl Recorder for Collector {
         for slot in [s.tenant, self.shape.tenants] {
             record_second(
                 &mut m.seconds[s.target][slot],
-                &mut m.second_latency[s.target][slot],
                 &mut open[s.target][slot],
                 second,
                 (s, n),
                 latency,
-                self.hold_s,
             );
         }
         if s.attempts > 0 {
@@ -598,16 +497,14 @@ impl Recorder for Collector {
     }
 }
 
-/// Counts `n` samples alike in their second, records their `latency` (if they have one) while
-/// the second is open, and closes the seconds no request can still be answered in.
+/// Counts `n` samples alike in their second, and records their `latency` (if they have one)
+/// while the second is open. Seconds are closed by [`Collector::checkpoint`] only.
 fn record_second(
     seconds: &mut [Second],
-    packed: &mut BTreeMap<usize, Vec<u8>>,
     open: &mut OpenSeconds,
     second: usize,
     (s, n): (&Sample, u64),
     latency: Option<Duration>,
-    hold_s: usize,
 ) {
     if let Some(cell) = seconds.get_mut(second) {
         cell.counts.add(s.outcome, s.attempts, n);
@@ -620,7 +517,6 @@ fn record_second(
                 .saturating_record_n(micros(latency), n);
         }
     }
-    close_seconds(seconds, packed, open, second.saturating_sub(hold_s));
 }
 
 /// Closes the open seconds below `close_below`: summarised, their histograms packed.

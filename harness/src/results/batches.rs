@@ -136,11 +136,12 @@ pub fn write_joined(
         path: folder.join("run.json"),
         source: std::io::Error::other(e),
     })?;
-    write("run.json", json + "\n")?;
     write("series.csv", series)?;
     if let Some(first) = batch_folders.first() {
         write("scenario.toml", read(first.join("scenario.toml"))?)?;
     }
+    // Last, as in every results folder: one with a run.json is whole.
+    write("run.json", json + "\n")?;
     Ok(joined)
 }
 

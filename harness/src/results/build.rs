@@ -5,7 +5,54 @@ use crate::metrics::derived;
 use crate::metrics::{Cell, Counts, Measured};
 use crate::scenario::Scenario;
 
-use super::{Percentiles, PhaseResult, TargetFacts, TargetResult, TenantResult};
+use super::{
+    Event, Percentiles, PhaseFacts, PhaseResult, RunResult, TargetFacts, TargetResult, TenantResult,
+};
+
+impl TargetFacts {
+    /// The facts `run` recorded of `target` (its `run.json`'s), with `events` in place of its
+    /// own: for results built again from recorded ones (a merge, a journal).
+    pub fn recorded(
+        run: &RunResult,
+        target: &TargetResult,
+        scenario: &Scenario,
+        events: Vec<Event>,
+    ) -> Self {
+        Self {
+            name: target.name.clone(),
+            description: target.description.clone(),
+            instances: target.instances,
+            command: target.command.clone(),
+            env: target.env.clone(),
+            refuses_with: target.refuses_with,
+            limit: run.limit_of(target),
+            caller: target.caller.clone(),
+            events,
+            phases: recorded_phase_facts(target, scenario),
+        }
+    }
+}
+
+/// A target's facts for every phase of the scenario, by name (none for a phase it lacks).
+fn recorded_phase_facts(target: &TargetResult, scenario: &Scenario) -> Vec<PhaseFacts> {
+    scenario
+        .phases
+        .iter()
+        .map(|phase| {
+            target
+                .phases
+                .iter()
+                .find(|p| p.name == phase.name)
+                .map(|p| PhaseFacts {
+                    faults_applied_at_s: p.faults_applied_at_s,
+                    faults_removed_at_s: p.faults_removed_at_s,
+                    fallbacks: p.fallbacks,
+                    store_commands: p.store_commands,
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
 
 /// What a cell's allowance is judged against: the allowance of its phase, and the slack one
 /// window's limit gives a correct limiter whose windows do not line up with the phase.

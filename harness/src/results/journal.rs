@@ -22,8 +22,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
 use serde::{Deserialize, Serialize};
 
 use super::build::build_targets;
@@ -32,13 +31,12 @@ use super::hlog::{self, Interval};
 use super::measured_files::{FilesError, Written, read_measured, read_scenario, slot_names};
 use super::read::{ReadError, SERIES_HEADER};
 use super::trust::judge_figures;
-use super::{Event, LoadTotals, PhaseFacts, RunResult, TargetFacts, atomic};
+use super::unfinished::lock;
+pub use super::unfinished::{JOURNAL, Unfinished, unfinished};
+use super::{Event, LoadTotals, RunResult, TargetFacts, atomic};
 use crate::load::DroppedByCause;
 use crate::metrics::{Checkpoint, Counts, Measured};
 use crate::scenario::Scenario;
-
-/// The journal's folder inside a results folder.
-pub const JOURNAL: &str = "journal";
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -49,6 +47,11 @@ pub enum JournalError {
     NotARun(PathBuf),
     #[error("the run writing {0} is still going: its results are written when it ends")]
     Running(PathBuf),
+    #[error("cannot lock the journal in {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("the journal in {path} cannot be read: {source}")]
     Files {
         path: PathBuf,
@@ -72,6 +75,8 @@ struct State {
     counts: Vec<Vec<Vec<Counts>>>,
     /// Every request, counted once.
     totals: Counts,
+    /// The seconds below this are in `series.csv` and `seconds.hlog`.
+    closed_below: usize,
     dropped_by_cause: DroppedByCause,
     /// Per target.
     events: Vec<Vec<Event>>,
@@ -96,42 +101,6 @@ pub struct Journal {
     _lock: Flock<File>,
 }
 
-/// The state of a results folder without a `run.json`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unfinished {
-    /// Its run is still going.
-    Running,
-    /// Its run was killed: `failmode report` rebuilds it from the journal.
-    Killed,
-}
-
-/// Locks the journal's lock file, unless another process holds it.
-fn lock(dir: &Path) -> std::io::Result<Option<Flock<File>>> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join("lock"))?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(locked) => Ok(Some(locked)),
-        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, errno)) => Err(errno.into()),
-    }
-}
-
-/// Whether `folder` is the folder of a run that has not written its `run.json` (and has a
-/// journal): one still going, or one that was killed. `None` for any other folder.
-pub fn unfinished(folder: &Path) -> Option<Unfinished> {
-    let dir = folder.join(JOURNAL);
-    if folder.join("run.json").exists() || !dir.join("run.json").is_file() {
-        return None;
-    }
-    Some(match lock(&dir) {
-        Ok(None) => Unfinished::Running,
-        Ok(Some(_)) | Err(_) => Unfinished::Killed,
-    })
-}
-
 impl Journal {
     /// Starts the journal of `run` (as it starts: no figures yet) in `folder`.
     pub fn create(
@@ -140,15 +109,22 @@ impl Journal {
         scenario: &Scenario,
     ) -> std::io::Result<Self> {
         let dir = folder.path.join(JOURNAL);
-        std::fs::create_dir_all(&dir)?;
-        let lock = lock(&dir)?.ok_or_else(|| {
+        let created = Self::create_in(&dir, run, scenario);
+        if created.is_err() {
+            // Half a journal would be taken for a killed run's.
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        created
+    }
+
+    fn create_in(dir: &Path, run: &RunResult, scenario: &Scenario) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let lock = lock(dir, true)?.ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::WouldBlock,
                 "another process is writing a journal in this folder",
             )
         })?;
-        let json = serde_json::to_string_pretty(run).map_err(std::io::Error::other)?;
-        atomic::write(&dir.join("run.json"), json + "\n")?;
         atomic::write(&dir.join("scenario.toml"), &scenario.source)?;
         let append = |name: &str, first: &[u8]| -> std::io::Result<BufWriter<File>> {
             let mut file = BufWriter::new(File::create(dir.join(name))?);
@@ -163,7 +139,7 @@ impl Journal {
         let journal = Self {
             seconds: append("seconds.hlog", comment.as_bytes())?,
             series: append("series.csv", format!("{SERIES_HEADER}\n").as_bytes())?,
-            dir,
+            dir: dir.to_owned(),
             scenario: scenario.clone(),
             targets: run.targets.iter().map(|t| t.name.clone()).collect(),
             latency: BTreeMap::new(),
@@ -185,6 +161,9 @@ impl Journal {
             _lock: lock,
         };
         journal.rewrite()?;
+        // Last: with it the journal is whole (see `unfinished`).
+        let json = serde_json::to_string_pretty(run).map_err(std::io::Error::other)?;
+        atomic::write(&dir.join("run.json"), json + "\n")?;
         Ok(journal)
     }
 
@@ -245,6 +224,7 @@ impl Journal {
             self.send_lag.insert(name.clone(), line);
         }
         self.state.totals = checkpoint.totals;
+        self.state.closed_below = checkpoint.closed_below;
         self.state.dropped_by_cause = checkpoint.dropped_by_cause;
         self.state.events = events.to_vec();
         self.state.ran_for_s = ran_for.as_secs_f64();
@@ -307,12 +287,10 @@ pub fn rebuild(folder: &Path) -> Result<RunResult, JournalError> {
         return Err(JournalError::NotARun(folder.to_owned()));
     }
     // Held until the journal is gone: two rebuilds of one folder do not race.
-    let _lock = match lock(&dir) {
+    let _lock = match lock(&dir, false) {
         Ok(Some(lock)) => lock,
         Ok(None) => return Err(JournalError::Running(folder.to_owned())),
-        Err(source) => {
-            return Err(JournalError::Write { path: dir, source });
-        }
+        Err(source) => return Err(JournalError::Lock { path: dir, source }),
     };
     let files = |source: FilesError| JournalError::Files {
         path: dir.clone(),
@@ -349,17 +327,9 @@ pub fn rebuild(folder: &Path) -> Result<RunResult, JournalError> {
         .targets
         .iter()
         .enumerate()
-        .map(|(t, target)| TargetFacts {
-            name: target.name.clone(),
-            description: target.description.clone(),
-            instances: target.instances,
-            command: target.command.clone(),
-            env: target.env.clone(),
-            refuses_with: target.refuses_with,
-            limit: started.limit_of(target),
-            caller: target.caller.clone(),
-            events: state.events.get(t).cloned().unwrap_or_default(),
-            phases: vec![PhaseFacts::default(); scenario.phases.len()],
+        .map(|(t, target)| {
+            let events = state.events.get(t).cloned().unwrap_or_default();
+            TargetFacts::recorded(&started, target, &scenario, events)
         })
         .collect();
     let mut targets = build_targets(&scenario, &measured, &facts, ran_for);
@@ -367,10 +337,13 @@ pub fn rebuild(folder: &Path) -> Result<RunResult, JournalError> {
     notes.extend(judge_figures(&mut targets, started.worker));
     notes.push(format!(
         "rebuilt by `failmode report` from the journal of a run that was killed after {:.1} s \
-         of {:.1} s: the figures cover the seconds it had journaled; when each fault was \
-         applied and removed, and the targets' fallback and store counters, were not kept",
+         of {:.1} s: the phases' figures cover it up to then, the per-second series (and its \
+         plots) the first {} s, the seconds no answer could still come in; when each fault was \
+         applied and removed, and the targets' fallback and store counters, were not kept; the \
+         targets' events are in their `events`",
         ran_for.as_secs_f64(),
-        scenario.duration.as_secs_f64()
+        scenario.duration.as_secs_f64(),
+        state.closed_below
     ));
     let result = RunResult {
         duration_s: ran_for.as_secs_f64().min(scenario.duration.as_secs_f64()),
@@ -418,7 +391,7 @@ fn totals(state: &State) -> LoadTotals {
     let all = &state.totals;
     LoadTotals {
         scheduled: all.offered,
-        sent: all.offered - all.dropped - all.throttled,
+        sent: all.sent(),
         dropped: all.dropped,
         dropped_by_cause: state.dropped_by_cause,
         cancelled: 0,
@@ -433,7 +406,7 @@ mod tests {
     use std::io::Write as _;
 
     use super::*;
-    use crate::load::{Outcome, Recorder, Sample};
+    use crate::load::{DropCause, Outcome, Recorder, Sample};
     use crate::metrics::Collector;
     use crate::results::fixture;
     use crate::results::read::read_series;
@@ -478,28 +451,26 @@ mod tests {
                 };
                 collector.record(&answered((at % 100 == 0) as usize, at, outcome));
             }
+            if (from_ms..to_ms).contains(&2_650) {
+                collector.record(&Sample {
+                    outcome: Outcome::Dropped(DropCause::Backlog),
+                    attempts: 0,
+                    ..answered(0, 2_650, Outcome::Admitted)
+                });
+            }
         };
         let events = vec![vec![Event {
             at_s: 1.5,
             kind: "instance-exited".into(),
             detail: "instance 2 exited with status 1".into(),
         }]];
-        record(0, 2_500);
-        journal
-            .update(
-                &collector.checkpoint(2),
-                &events,
-                Duration::from_millis(2_500),
-            )
-            .unwrap();
-        record(2_500, 2_900);
-        journal
-            .update(
-                &collector.checkpoint(2),
-                &events,
-                Duration::from_millis(2_900),
-            )
-            .unwrap();
+        for (from_ms, to_ms) in [(0, 2_500), (2_500, 2_900)] {
+            record(from_ms, to_ms);
+            let ran_for = Duration::from_millis(to_ms);
+            journal
+                .update(&collector.checkpoint(2), &events, ran_for)
+                .unwrap();
+        }
         let measured = collector.snapshot();
         assert_eq!(unfinished(&folder.path), Some(Unfinished::Running));
         assert!(matches!(
@@ -553,10 +524,11 @@ mod tests {
             "the cells' histograms were journaled"
         );
         assert_eq!(
-            run.load.scheduled, 58,
+            run.load.scheduled, 59,
             "every request recorded by the last update"
         );
-        assert_eq!(run.load.dropped, run.load.dropped_by_cause.total());
+        assert_eq!(run.load.dropped, 1);
+        assert_eq!(run.load.dropped_by_cause.backlog, 1);
         // The seconds closed before the kill, every slot; none after.
         let rows = read_series(&folder.path).unwrap();
         let acme: Vec<_> = rows.iter().filter(|r| r.tenant == "acme").collect();
@@ -573,7 +545,8 @@ mod tests {
             "seconds 0 and 1 of acme, globex and all"
         );
         assert!(!folder.path.join(JOURNAL).exists());
-        assert_eq!(RunResult::read(&folder.path).unwrap(), run);
+        let written = RunResult::read(&folder.path).unwrap();
+        assert!(written.partial && written.load == run.load && written.notes == run.notes);
         assert!(matches!(
             rebuild(&folder.path),
             Err(JournalError::NotARun(_))

@@ -13,6 +13,7 @@ pub mod measured_files;
 pub mod merge;
 pub mod read;
 pub mod trust;
+pub mod unfinished;
 
 use std::collections::BTreeMap;
 

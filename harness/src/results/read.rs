@@ -3,8 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::journal::Unfinished;
-
+use super::unfinished::{Unfinished, unfinished};
 use super::{RunResult, SCHEMA_VERSION};
 use crate::metrics::Counts;
 
@@ -48,7 +47,7 @@ impl RunResult {
     pub fn read(folder: &Path) -> Result<Self, ReadError> {
         let path = run_json_path(folder);
         if folder.is_dir() {
-            match super::journal::unfinished(folder) {
+            match unfinished(folder) {
                 Some(Unfinished::Killed) => return Err(ReadError::Killed(folder.to_owned())),
                 Some(Unfinished::Running) => return Err(ReadError::Running(folder.to_owned())),
                 None => {}

@@ -23,7 +23,8 @@ const EVERY: Duration = Duration::from_secs(1);
 pub(super) struct Journaling {
     /// Shared with the blocking thread that writes it: a writer that panics leaves it here.
     journal: Option<Arc<Mutex<Journal>>>,
-    /// Whether it is still written.
+    /// False once a write failed: its files stay as they were (read back at the end) and the
+    /// checkpoints' seconds go to `kept`.
     writing: bool,
     /// Seconds handed out while the journal could not take them.
     kept: Vec<CheckpointedSecond>,
@@ -154,5 +155,59 @@ impl Journaling {
         {
             say.line(&format!("warning: the journal could not be removed: {e}"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::{Outcome, Recorder, Sample};
+    use crate::results::fixture;
+
+    #[tokio::test]
+    async fn a_journal_that_can_no_longer_be_written_loses_no_second() {
+        let scenario = Scenario::parse(
+            include_str!("../../tests/fixtures/oracle-drops.toml"),
+            "oracle-drops.toml",
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let folder = RunFolder::create(dir.path().join("run")).unwrap();
+        let started = fixture::run("oracle-drops", vec![fixture::target("oracle", Vec::new())]);
+        let (say, events) = (Say::new(), Mutex::new(vec![Vec::new()]));
+        let collector = Collector::new(scenario.measurement_shape(1));
+        let mut journaling = Journaling::start(&folder, &started, &scenario, &say);
+        for at_ms in (0..4_000).step_by(100) {
+            collector.record(&Sample {
+                target: 0,
+                tenant: 0,
+                instance: 0,
+                scheduled: Duration::from_millis(at_ms),
+                send_lag: Duration::ZERO,
+                latency: Duration::from_millis(1),
+                service_time: Duration::from_millis(1),
+                outcome: Outcome::Admitted,
+                attempts: 1,
+            });
+        }
+        let second = Duration::from_secs(1);
+        journaling
+            .update(collector.checkpoint(2), &events, 2 * second, &say)
+            .await;
+        // From now on the journal's state cannot be replaced: a directory stands in its way.
+        let state = folder.path.join("journal/state.json");
+        std::fs::remove_file(&state).unwrap();
+        std::fs::create_dir_all(state.join("in-the-way")).unwrap();
+        journaling
+            .update(collector.checkpoint(3), &events, 3 * second, &say)
+            .await;
+        assert!(!journaling.writing);
+
+        let measured = journaling
+            .finish(&collector, &events, 4 * second, &say)
+            .await;
+        // Seconds 0 and 1 from the journal, 2 and 3 kept in memory: none lost.
+        let seconds: Vec<usize> = measured.second_latency[0][0].keys().copied().collect();
+        assert_eq!(seconds, [0, 1, 2, 3]);
     }
 }

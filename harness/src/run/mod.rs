@@ -110,7 +110,7 @@ pub async fn run(
         .build()
         .unwrap_or_default();
     say.line(&plan::announce(scenario, &defs, &names));
-    let started = record::assemble(
+    let started = record::started(
         &opts,
         &defs,
         revision.clone(),
@@ -172,8 +172,10 @@ pub async fn run(
         measured,
     };
     let result = record::assemble(&opts, &defs, revision, started_at, &ran);
-    record::write(&folder, &result, &opts, &ran.measured, say)?;
+    record::write(&folder, &result, &opts, &ran.measured)?;
+    // The folder holds everything the journal did: gone before anything else can fail.
     journal.remove(say);
+    record::publish(&folder, &opts, say)?;
     if let Some(e) = ran.load_error {
         return Err(RunError::Load(e));
     }

@@ -33,6 +33,21 @@ pub(super) struct Ran {
     pub(super) measured: Measured,
 }
 
+/// `run.json` of this run as it starts, for its journal: what ran and how, no figures, and
+/// only the notes on how it runs (those on its figures come when they are built).
+pub(super) fn started(
+    opts: &RunOptions,
+    defs: &[TargetDef],
+    revision: Option<String>,
+    started_at: SystemTime,
+    ran: &Ran,
+) -> RunResult {
+    RunResult {
+        notes: setting_notes(opts),
+        ..assemble(opts, defs, revision, started_at, ran)
+    }
+}
+
 impl Ran {
     /// Nothing yet: what the journal starts from.
     pub(super) fn before_the_load(
@@ -293,21 +308,19 @@ fn trouble_notes(opts: &RunOptions, ran: &Ran) -> Vec<String> {
     notes
 }
 
-/// Writes the folder, then publishes it.
+/// Writes the folder (see [`publish`] for what follows).
 pub(super) fn write(
     folder: &RunFolder,
     result: &RunResult,
     opts: &RunOptions,
     measured: &Measured,
-    say: &Say,
 ) -> Result<(), RunError> {
     folder
         .write(result, &opts.scenario, measured)
         .map_err(|source| RunError::Results {
             path: folder.path.clone(),
             source,
-        })?;
-    publish(folder, opts, say)
+        })
 }
 
 /// Marks the folder `latest` (unless it was put where `--out` said) and draws its report.

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use super::build::build_targets;
 use super::folder::{RunFolder, timestamp};
-use super::{LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts, Worker};
+use super::{LoadTotals, RunResult, SCHEMA_VERSION, TargetFacts, Worker};
 use crate::load::Role;
 use crate::metrics::Measured;
 use crate::scenario::Scenario;
@@ -118,39 +118,7 @@ fn shared_facts(parts: &[Part], driver: usize, scenario: &Scenario) -> Vec<Targe
                 }));
             }
             events.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
-            TargetFacts {
-                name: target.name.clone(),
-                description: target.description.clone(),
-                instances: target.instances,
-                command: target.command.clone(),
-                env: target.env.clone(),
-                refuses_with: target.refuses_with,
-                limit: facts_from.run.limit_of(target),
-                caller: target.caller.clone(),
-                events,
-                phases: phase_facts(target, scenario),
-            }
-        })
-        .collect()
-}
-
-/// A target's facts for every phase of the scenario, by name (none for a phase it lacks).
-fn phase_facts(target: &super::TargetResult, scenario: &Scenario) -> Vec<PhaseFacts> {
-    scenario
-        .phases
-        .iter()
-        .map(|phase| {
-            target
-                .phases
-                .iter()
-                .find(|p| p.name == phase.name)
-                .map(|p| PhaseFacts {
-                    faults_applied_at_s: p.faults_applied_at_s,
-                    faults_removed_at_s: p.faults_removed_at_s,
-                    fallbacks: p.fallbacks,
-                    store_commands: p.store_commands,
-                })
-                .unwrap_or_default()
+            TargetFacts::recorded(&facts_from.run, target, scenario, events)
         })
         .collect()
 }
