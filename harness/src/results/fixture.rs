@@ -148,3 +148,26 @@ pub fn run(scenario: &str, targets: Vec<TargetResult>) -> RunResult {
         targets,
     }
 }
+
+/// `tests/fixtures/oracle-drops.toml` (one target, two tenants, three phases), parsed.
+pub fn oracle_drops() -> crate::scenario::Scenario {
+    crate::scenario::Scenario::parse(
+        include_str!("../../tests/fixtures/oracle-drops.toml"),
+        "oracle-drops.toml",
+    )
+    .unwrap()
+}
+
+/// A run of [`oracle_drops`] as it starts, in a results folder made under `dir`: its scenario,
+/// its folder and its `run.json` with no figures yet (what a journal starts from).
+pub fn started_run(
+    dir: &std::path::Path,
+) -> (
+    crate::scenario::Scenario,
+    super::folder::RunFolder,
+    RunResult,
+) {
+    let folder = super::folder::RunFolder::create(dir.join("run")).unwrap();
+    let started = run("oracle-drops", vec![target("oracle", Vec::new())]);
+    (oracle_drops(), folder, started)
+}

@@ -432,14 +432,8 @@ mod tests {
 
     #[test]
     fn a_run_killed_mid_way_is_rebuilt_from_its_journal_as_partial_with_what_it_had_journaled() {
-        let scenario = Scenario::parse(
-            include_str!("../../tests/fixtures/oracle-drops.toml"),
-            "oracle-drops.toml",
-        )
-        .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let folder = RunFolder::create(dir.path().join("run")).unwrap();
-        let started = fixture::run("oracle-drops", vec![fixture::target("oracle", Vec::new())]);
+        let (scenario, folder, started) = fixture::started_run(dir.path());
         let collector = Collector::new(scenario.measurement_shape(1));
         let mut journal = Journal::create(&folder, &started, &scenario).unwrap();
         let record = |from_ms: u64, to_ms: u64| {

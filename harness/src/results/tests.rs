@@ -5,7 +5,6 @@ use super::*;
 use crate::results::build::build_targets;
 use crate::results::fixture;
 use crate::results::trust::{broken_before_any_fault, machine_saturated};
-use crate::scenario::Scenario;
 
 fn target(name: &str, steady: Counts) -> TargetResult {
     let outage = Counts {
@@ -36,11 +35,7 @@ fn store_amplification_is_per_request_offered_and_per_attempt_beside_it() {
     use crate::metrics::Collector;
     use std::time::Duration;
 
-    let scenario = Scenario::parse(
-        include_str!("../../tests/fixtures/oracle-drops.toml"),
-        "oracle-drops.toml",
-    )
-    .unwrap();
+    let scenario = fixture::oracle_drops();
     let collector = Collector::new(scenario.measurement_shape(1));
     // A retry storm in the fault: 100 requests offered, each sent 3 times.
     for i in 0..100u64 {

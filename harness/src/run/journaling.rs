@@ -166,14 +166,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_journal_that_can_no_longer_be_written_loses_no_second() {
-        let scenario = Scenario::parse(
-            include_str!("../../tests/fixtures/oracle-drops.toml"),
-            "oracle-drops.toml",
-        )
-        .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let folder = RunFolder::create(dir.path().join("run")).unwrap();
-        let started = fixture::run("oracle-drops", vec![fixture::target("oracle", Vec::new())]);
+        let (scenario, folder, started) = fixture::started_run(dir.path());
         let (say, events) = (Say::new(), Mutex::new(vec![Vec::new()]));
         let collector = Collector::new(scenario.measurement_shape(1));
         let mut journaling = Journaling::start(&folder, &started, &scenario, &say);
