@@ -15,10 +15,13 @@
 //! Each generator runs `--runs` times per rate, interleaved, and each figure is the median of
 //! the runs: the server shares the machine's cores, and one run alone is noisy. The table goes
 //! to stdout and, from a run with the default flags, to `docs/bench-loadgen.md`, with the
-//! date, revision, cores and load average.
+//! date, revision, cores and load average. The highest rate the engine held (no drops, every
+//! tenant within 0.5 %) is recorded as this machine's capacity in the user's cache, which a
+//! run compares its scenario's rate with before it starts.
 //!
 //! Flags: `--secs N` (5) per run, `--runs N` (3), `--rates 100,1000,…` (100, 1000, 5000,
-//! 20000, 40000), `--oha PATH` (`.tools/bin/oha`, else `oha` on the PATH).
+//! 20000, 40000), `--senders N` (the engine's sender threads; its own choice by rate without),
+//! `--oha PATH` (`.tools/bin/oha`, else `oha` on the PATH).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -29,9 +32,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use failmode::load::capacity::record_benchmark;
 use failmode::load::{
-    Arrival, Client, LoadPlan, Outcome, Recorder, Rotation, Sample, Spread, TargetPlan, TenantPlan,
-    try_run,
+    Arrival, Client, LoadPlan, Outcome, Recorder, Rotation, Sample, Senders, Spread, TargetPlan,
+    TenantPlan, try_run,
 };
 use hdrhistogram::Histogram;
 use nix::sys::resource::{UsageWho, getrusage};
@@ -41,6 +45,10 @@ use tokio_util::sync::CancellationToken;
 
 /// The tenants' shares of the total rate.
 const SPLIT: [(&str, f64); 2] = [("acme", 0.75), ("globex", 0.25)];
+
+/// A rate is held when no request is dropped and every tenant is sent within this share of
+/// its rate (the issue's bar).
+const HELD_WITHIN_PERCENT: f64 = 0.5;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -54,6 +62,7 @@ fn main() {
             flag("--rate").unwrap().parse().unwrap(),
             secs(&flag),
             flag("--addr").unwrap().parse().unwrap(),
+            senders(&flag),
         ),
         Some("oha") => child_oha(
             &flag("--oha").unwrap(),
@@ -64,12 +73,13 @@ fn main() {
         Some(other) => panic!("unknown child {other}"),
         None => parent(
             secs(&flag),
+            senders(&flag),
             flag("--runs").map_or(3, |r| r.parse().unwrap()),
             flag("--rates").map_or(vec![100.0, 1_000.0, 5_000.0, 20_000.0, 40_000.0], |r| {
                 r.split(',').map(|x| x.parse().unwrap()).collect()
             }),
             flag("--oha").unwrap_or_else(default_oha),
-            ["--secs", "--runs", "--rates"]
+            ["--secs", "--runs", "--rates", "--senders"]
                 .iter()
                 .all(|f| flag(f).is_none()),
         ),
@@ -78,6 +88,11 @@ fn main() {
 
 fn secs(flag: &dyn Fn(&str) -> Option<String>) -> u64 {
     flag("--secs").map_or(5, |s| s.parse().unwrap())
+}
+
+/// `--senders N`: the engine's sender threads; its own choice ([`Senders::Auto`]) without.
+fn senders(flag: &dyn Fn(&str) -> Option<String>) -> Senders {
+    flag("--senders").map_or(Senders::Auto, |n| Senders::Fixed(n.parse().unwrap()))
 }
 
 fn default_oha() -> String {
@@ -137,7 +152,7 @@ fn git_revision() -> String {
 
 /// `published`: the run is the benchmark's own (the default rates, length and runs), whose
 /// table the docs show.
-fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String, published: bool) {
+fn parent(secs: u64, senders: Senders, runs: usize, rates: Vec<f64>, oha: String, published: bool) {
     assert!(runs > 0, "--runs must be at least 1");
     let version = Command::new(&oha).arg("--version").output().map_or_else(
         |e| panic!("{oha}: {e} (run `just bench-loadgen`, which installs it)"),
@@ -146,7 +161,11 @@ fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String, published: bool)
     let addr = start_server();
     let me = std::env::current_exe().unwrap();
     let run_child = |which: &str, rate: f64| -> Report {
-        let out = Command::new(&me)
+        let mut child = Command::new(&me);
+        if let Senders::Fixed(n) = senders {
+            child.args(["--senders", &n.to_string()]);
+        }
+        let out = child
             .args(["--child", which, "--rate", &rate.to_string()])
             .args([
                 "--secs",
@@ -185,6 +204,10 @@ fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String, published: bool)
     );
     line("|---:|---|---:|---|---|---|---|---|---|".into());
     let mut notes = Vec::new();
+    // The highest rate held, and every rate below it held too: one that holds above a rate
+    // that failed is the machine's noise, not a ceiling.
+    let mut ceiling: Option<f64> = None;
+    let mut failed_below = false;
     for rate in rates {
         // Interleaved, each first in turn, so that whatever else the machine does falls on
         // both alike.
@@ -215,6 +238,13 @@ fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String, published: bool)
         let ms = |x: fn(&Report) -> u64| move |r: &Report| x(r) as f64 / 1e3;
         let mib = |x: fn(&Report) -> u64| move |r: &Report| x(r) as f64 / 1024.0;
         let cpu_ratio = med(&ours, &cpu) / med(&theirs, &cpu);
+        let held = med(&ours, &|r| r.dropped as f64) == 0.0
+            && (0..SPLIT.len()).all(|i| med(&ours, &error(i)).abs() <= HELD_WITHIN_PERCENT);
+        if held && !failed_below {
+            ceiling = Some(ceiling.map_or(rate, |c: f64| c.max(rate)));
+        } else {
+            failed_below = true;
+        }
         line(format!(
             "| {rate:.0} | {:+.2} % / {:+.2} % | {} | {:.3} / {:.3} ms | {:.3} / {:.3} ms | {:.1} / {:.1} µs (**{cpu_ratio:.2}×**) | {:.2} / {:.2} | {:.1} / {:.1} MiB | {:.1} → {:.1} MiB |",
             med(&ours, &error(0)),
@@ -263,12 +293,49 @@ fn parent(secs: u64, runs: usize, rates: Vec<f64>, oha: String, published: bool)
     for note in notes {
         line(format!("- {note}"));
     }
+    line(String::new());
+    line(record_ceiling(ceiling, senders));
     if published {
         let path = table_path();
         std::fs::write(&path, out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         eprintln!("written to {}", path.display());
     } else {
         eprintln!("not written to the docs: only a run with the default flags is published");
+    }
+}
+
+/// Records the engine's ceiling in the user's cache, where a run compares its scenario's rate
+/// with it before it starts (`failmode::load::capacity`), and says so. Only the engine's own
+/// choice of senders speaks for what a run does.
+fn record_ceiling(ceiling: Option<f64>, senders: Senders) -> String {
+    let Some(ceiling) = ceiling else {
+        return "No rate held (no drops, every tenant within 0.5 % of its rate): nothing \
+                recorded as this machine's capacity."
+            .into();
+    };
+    let held = format!(
+        "The engine's ceiling here: {ceiling:.0} req/s, the highest rate tried that it held \
+         (no drops and every tenant within {HELD_WITHIN_PERCENT} % of its rate, in the median \
+         run) with every lower rate held too"
+    );
+    if senders != Senders::Auto {
+        return format!("{held}; not recorded (run with --senders, not the engine's choice).");
+    }
+    let how = format!(
+        "just bench-loadgen at revision {}, {}",
+        git_revision(),
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+    );
+    match failmode::infra::programs::cache_dir()
+        .ok_or_else(|| "no home folder".to_owned())
+        .and_then(|dir| record_benchmark(&dir, ceiling, how).map_err(|e| e.to_string()))
+    {
+        Ok(file) => format!(
+            "{held}; recorded as this machine's capacity: a run asking more is warned before \
+             it starts (`{}`).",
+            file.display()
+        ),
+        Err(e) => format!("{held}; not recorded: {e}."),
     }
 }
 
@@ -363,7 +430,7 @@ impl Recorder for Tally {
     }
 }
 
-fn child_engine(rate: f64, secs: u64, addr: SocketAddr) {
+fn child_engine(rate: f64, secs: u64, addr: SocketAddr, senders: Senders) {
     let duration = Duration::from_secs(secs);
     let plan = LoadPlan {
         targets: vec![TargetPlan {
@@ -373,6 +440,7 @@ fn child_engine(rate: f64, secs: u64, addr: SocketAddr) {
             caller: failmode::identity::CallerIdentity::Header {
                 header: "x-caller".into(),
             },
+            connections: failmode::load::Connections::default(),
         }],
         tenants: SPLIT
             .iter()
@@ -390,6 +458,7 @@ fn child_engine(rate: f64, secs: u64, addr: SocketAddr) {
         request_timeout: Duration::from_secs(2),
         max_in_flight_per_target: 1_000,
         role: failmode::load::Role::Sender(failmode::load::Share::WHOLE),
+        senders,
     };
     let tally = Arc::new(Tally {
         requests: SPLIT.iter().map(|_| AtomicU64::new(0)).collect(),

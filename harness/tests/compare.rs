@@ -164,6 +164,7 @@ fn write_run(dir: &Path, targets: &[(&str, Behaviour)], seed: u64) {
                         service_time: latency,
                         outcome,
                         attempts,
+                        new_connections: 0,
                     });
                 }
             }

@@ -10,129 +10,17 @@
 mod support;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use failmode::load::{
-    Arrival, Client, DropCause, LoadError, LoadPlan, LoadSummary, Outcome, Recorder, Rotation,
-    Sample, Spread, TargetPlan, TenantPlan, TransportError, try_run,
+    Client, DropCause, LoadError, LoadPlan, Outcome, Rotation, Sample, Spread, TransportError,
+    try_run,
 };
+use support::engine::{Samples, assert_accounted, plan, run, tenant, with_client};
 use support::scripted_server::{Action, Server, answer};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-
-/// Every sample recorded one by one, and those recorded in bulk with their count.
-#[derive(Default)]
-struct Samples {
-    one_by_one: Mutex<Vec<Sample>>,
-    bulk: Mutex<Vec<(Sample, u64)>>,
-}
-
-impl Recorder for Samples {
-    fn record(&self, sample: &Sample) {
-        self.one_by_one.lock().unwrap().push(*sample);
-    }
-
-    fn record_repeated(&self, sample: &Sample, n: u64) {
-        self.bulk.lock().unwrap().push((*sample, n));
-    }
-}
-
-impl Samples {
-    /// The samples recorded one by one.
-    fn all(&self) -> Vec<Sample> {
-        self.one_by_one.lock().unwrap().clone()
-    }
-
-    fn bulk(&self) -> Vec<(Sample, u64)> {
-        self.bulk.lock().unwrap().clone()
-    }
-
-    /// Every sample, one by one or in bulk, by outcome.
-    fn outcomes(&self) -> HashMap<Outcome, usize> {
-        let mut by = HashMap::new();
-        for s in self.all() {
-            *by.entry(s.outcome).or_insert(0) += 1;
-        }
-        for (s, n) in self.bulk() {
-            *by.entry(s.outcome).or_insert(0) += n as usize;
-        }
-        by
-    }
-}
-
-fn tenant(name: &str, rate_per_s: f64, spread: Spread) -> TenantPlan {
-    TenantPlan {
-        name: name.into(),
-        caller: name.into(),
-        rate_per_s,
-        arrival: Arrival::Uniform,
-        spread,
-        client: Client::None,
-    }
-}
-
-fn with_client(mut t: TenantPlan, client: Client) -> TenantPlan {
-    t.client = client;
-    t
-}
-
-fn plan(instances: Vec<SocketAddr>, tenants: Vec<TenantPlan>, duration: Duration) -> LoadPlan {
-    LoadPlan {
-        targets: vec![TargetPlan {
-            name: "t".into(),
-            instances: Rotation::new(instances),
-            path: "/api".into(),
-            caller: failmode::identity::CallerIdentity::Header {
-                header: "x-caller".into(),
-            },
-        }],
-        tenants,
-        duration,
-        seed: 42,
-        request_timeout: Duration::from_secs(2),
-        max_in_flight_per_target: 1_000,
-        role: failmode::load::Role::Sender(failmode::load::Share::WHOLE),
-    }
-}
-
-/// Runs `plan` from 50 ms from now; returns the summary, the samples and the start.
-async fn run(plan: LoadPlan, cancel: CancellationToken) -> (LoadSummary, Arc<Samples>, Instant) {
-    let samples = Arc::new(Samples::default());
-    let start = Instant::now() + Duration::from_millis(50);
-    let summary = try_run(plan, start, samples.clone(), cancel).await.unwrap();
-    (summary, samples, start)
-}
-
-/// Every scheduled request is accounted for, and every one not cancelled has a sample:
-/// answered, failed, dropped, throttled or abandoned.
-fn assert_accounted(summary: &LoadSummary, samples: &Samples) {
-    assert_eq!(
-        summary.scheduled,
-        summary.sent + summary.dropped + summary.cancelled + summary.throttled,
-        "{summary:?}"
-    );
-    assert_eq!(
-        summary.dropped,
-        summary.dropped_by_cause.total(),
-        "{summary:?}"
-    );
-    let in_bulk: u64 = samples.bulk().iter().map(|&(_, n)| n).sum();
-    assert_eq!(
-        samples.all().len() as u64 + in_bulk,
-        summary.scheduled - summary.cancelled,
-        "{summary:?}"
-    );
-    let attempts: u64 = samples.all().iter().map(|s| u64::from(s.attempts)).sum();
-    assert_eq!(attempts, summary.sent + summary.retries, "{summary:?}");
-    let abandoned = samples
-        .all()
-        .iter()
-        .filter(|s| s.outcome == Outcome::Transport(TransportError::Abandoned))
-        .count();
-    assert_eq!(abandoned as u64, summary.abandoned, "{summary:?}");
-}
 
 #[tokio::test]
 async fn each_tenant_is_sent_its_planned_rate_within_one_percent() {

@@ -8,7 +8,8 @@ use rand_chacha::ChaCha8Rng;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{Client, Throttle};
-use super::exchange;
+use super::exchange::{self, Exchange};
+use super::in_flight::Sent;
 use super::members::Members;
 use super::prepared::Prepared;
 use super::{Outcome, Rotation, Spread};
@@ -30,6 +31,8 @@ pub(super) struct Attempts {
     /// Present when the client retries: its backoff jitter.
     pub(super) rng: Option<ChaCha8Rng>,
     pub(super) throttle: Option<Arc<Mutex<Throttle>>>,
+    /// Whether its connections are kept for the next request.
+    pub(super) keep_alive: bool,
     pub(super) start: Instant,
     pub(super) end: Instant,
     pub(super) timeout: Duration,
@@ -37,18 +40,22 @@ pub(super) struct Attempts {
 
 impl Attempts {
     /// Sends until the client is done: the last outcome. `sent` counts the attempts as they
-    /// leave (the one awaiting its answer included), so a request abandoned mid-way knows
-    /// how many it sent.
-    pub(super) async fn run(mut self, sent: &mut u32) -> Outcome {
+    /// leave (the one awaiting its answer included) and the connections they open, so a
+    /// request abandoned mid-way knows how many it sent.
+    pub(super) async fn run(mut self, sent: &mut Sent) -> Outcome {
         loop {
-            let instance = self.instance(*sent);
+            let instance = self.instance(sent.attempts);
             let host = &self.members.hosts[instance];
             let request = self.prepared.request(self.target, host, self.tenant);
-            *sent += 1;
+            sent.attempts += 1;
             let (outcome, retry_after) = exchange::exchange(
                 self.members.pool(instance, self.tenant),
                 request,
-                self.timeout,
+                Exchange {
+                    timeout: self.timeout,
+                    keep_alive: self.keep_alive,
+                },
+                &mut sent.new_connections,
             )
             .await;
             if outcome == Outcome::Admitted
@@ -63,7 +70,10 @@ impl Attempts {
             let Some(rng) = self.rng.as_mut() else {
                 return outcome;
             };
-            let Some(wait) = self.client.next_wait(*sent, outcome, retry_after, rng) else {
+            let Some(wait) = self
+                .client
+                .next_wait(sent.attempts, outcome, retry_after, rng)
+            else {
                 return outcome;
             };
             // Past the run's end (or once it is cancelled) the run is over for the clients

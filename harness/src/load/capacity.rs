@@ -1,12 +1,16 @@
 //! How many requests a second this machine's generator sends, so a run that asks more can say
 //! so before it starts (and suggest `--worker`) instead of dropping its backlog for minutes.
 //!
-//! Measured, not read from a benchmark: an installed binary has no checkout to read one from.
-//! The calibration offers far more than any machine sends (200,000 a second) for 400 ms to a
-//! loopback HTTP server in this process, which answers at once, and counts the answers: the
-//! engine's own ceiling, with a server as cheap as a target can be sharing the machine. The
-//! figure is cached in the user's cache folder per failmode version, build profile and CPU
-//! count, so only the first large run on a machine pays the 400 ms.
+//! Two sources, one cache (`capacity.json` in the user's cache folder, per failmode version,
+//! build profile and CPU count):
+//! - `just bench-loadgen` writes the highest rate its engine held on this machine (no drops,
+//!   every tenant within 0.5 % of its rate, the median of its runs) with [`record_benchmark`]:
+//!   the figure its table shows, and the one a run compares itself with while it is fresh;
+//! - without one (an installed binary has no checkout to run a benchmark from), a run measures:
+//!   the calibration offers far more than any machine sends (200,000 a second) for 400 ms to a
+//!   loopback HTTP server in this process, which answers at once, and counts the answers: the
+//!   engine's own ceiling, with a server as cheap as a target can be sharing the machine. Only
+//!   the first large run on a machine pays the 400 ms.
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -48,6 +52,16 @@ pub struct Capacity {
     pub measured_by: String,
     /// When, in seconds since the Unix epoch.
     pub measured_at_s: u64,
+    /// How: the calibration, or a benchmark's run (named with its revision).
+    #[serde(default = "calibration")]
+    pub how: String,
+}
+
+fn calibration() -> String {
+    format!(
+        "a {} ms calibration: answers counted with {OFFERED_PER_S:.0} offered a second",
+        MEASURED_FOR.as_millis()
+    )
 }
 
 fn now_s() -> u64 {
@@ -94,14 +108,38 @@ pub async fn known_or_measured(cache_dir: Option<&Path>) -> Result<Capacity, Loa
         requests_per_s: measure().await?,
         measured_by: this_build(),
         measured_at_s: now_s(),
+        how: calibration(),
     };
-    if let Some(dir) = cache_dir
-        && let Ok(json) = serde_json::to_string_pretty(&capacity)
-    {
-        let _ = std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::write(cache_file(dir), json + "\n"));
+    if let Some(dir) = cache_dir {
+        let _ = write(dir, &capacity);
     }
     Ok(capacity)
+}
+
+fn write(cache_dir: &Path, capacity: &Capacity) -> std::io::Result<PathBuf> {
+    let json = serde_json::to_string_pretty(capacity).map_err(std::io::Error::other)?;
+    std::fs::create_dir_all(cache_dir)?;
+    let file = cache_file(cache_dir);
+    std::fs::write(&file, json + "\n")?;
+    Ok(file)
+}
+
+/// Records a benchmark's ceiling as this build's capacity on this machine (`how` says which
+/// benchmark run); returns the file written.
+pub fn record_benchmark(
+    cache_dir: &Path,
+    requests_per_s: f64,
+    how: String,
+) -> std::io::Result<PathBuf> {
+    write(
+        cache_dir,
+        &Capacity {
+            requests_per_s,
+            measured_by: this_build(),
+            measured_at_s: now_s(),
+            how,
+        },
+    )
 }
 
 /// Answers counted; nothing else kept.
@@ -132,6 +170,7 @@ pub async fn measure() -> Result<f64, LoadError> {
             caller: CallerIdentity::Header {
                 header: "x-caller".into(),
             },
+            connections: super::Connections::default(),
         }],
         tenants: vec![TenantPlan {
             name: "calibration".into(),
@@ -146,6 +185,7 @@ pub async fn measure() -> Result<f64, LoadError> {
         request_timeout: Duration::from_secs(1),
         max_in_flight_per_target: 1_000,
         role: Role::Sender(Share::WHOLE),
+        senders: super::Senders::Auto,
     };
     let answered = Arc::new(Answered::default());
     let start = Instant::now() + Duration::from_millis(20);
@@ -197,10 +237,10 @@ pub fn warning(offered_per_s: f64, capacity: &Capacity) -> Option<String> {
     let workers = (offered_per_s / can).ceil();
     Some(format!(
         "this run asks {offered_per_s:.0} requests a second of this machine's load generator, \
-         which sends about {can:.0} ({}): it will fall behind, drop what it cannot send and \
-         be untrusted. Lower the rates, or split the load over {workers:.0} or more machines \
-         with --worker K/N (docs/distributed.md)",
-        capacity.measured_by
+         which sends about {can:.0} ({}, by {}): it will fall behind, drop what it cannot \
+         send and be untrusted. Lower the rates, or split the load over {workers:.0} or more \
+         machines with --worker K/N (docs/distributed.md)",
+        capacity.measured_by, capacity.how
     ))
 }
 
@@ -213,7 +253,34 @@ mod tests {
             requests_per_s,
             measured_by: this_build(),
             measured_at_s: now_s(),
+            how: calibration(),
         }
+    }
+
+    #[test]
+    fn a_benchmarks_ceiling_is_the_capacity_runs_compare_with_and_says_where_it_came_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let how = "just bench-loadgen at abc1234".to_owned();
+        let file = record_benchmark(dir.path(), 20_000.0, how.clone()).unwrap();
+        assert_eq!(file, cache_file(dir.path()));
+        let found = cached(dir.path()).unwrap();
+        assert_eq!((found.requests_per_s, &found.how), (20_000.0, &how));
+        let told = warning(30_000.0, &found).unwrap();
+        assert!(
+            told.contains("about 20000") && told.contains(&how),
+            "{told}"
+        );
+    }
+
+    #[test]
+    fn a_capacity_cached_before_it_said_how_reads_as_a_calibration() {
+        let json = format!(
+            r#"{{"requests_per_s": 9000.0, "measured_by": "{}", "measured_at_s": {}}}"#,
+            this_build(),
+            now_s()
+        );
+        let old: Capacity = serde_json::from_str(&json).unwrap();
+        assert_eq!(old.how, calibration());
     }
 
     #[test]

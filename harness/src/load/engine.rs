@@ -1,11 +1,14 @@
-//! The load thread: every request leaves at its scheduled instant, whatever became of the ones
-//! before it.
+//! The sender threads: every request leaves at its scheduled instant, whatever became of the
+//! ones before it.
 //!
-//! One OS thread runs a current-thread tokio runtime that owns the whole generator: the
-//! dispatcher (a binary heap holding the next due offset of every target × tenant schedule),
-//! the connection pools, and one task per request in flight. The dispatcher sleeps on the
-//! [`Pacer`] until the earliest due offset, spawns everything due, and sleeps again; a request
-//! task sends, drains the answer and hands a [`Sample`] to the recorder.
+//! Each sender is an OS thread running a current-thread tokio runtime that owns its part of
+//! the generator: the dispatcher (a binary heap holding the next due offset of each of its
+//! target × tenant schedules), its connection pools, and one task per request in flight. The
+//! dispatcher sleeps on the [`Pacer`] until the earliest due offset, spawns everything due,
+//! and sleeps again; a request task sends, drains the answer and hands a [`Sample`] to the
+//! recorder. One sender runs every schedule up to 10,000 req/s; above, the schedules are split
+//! over one sender per core ([`super::shard`]). The senders share only the in-flight bound of
+//! each target (a semaphore) and the recorder.
 //!
 //! What the design answers to: on the project's 2-core virtual machine a thread going to sleep
 //! and waking costs 10–25 µs of CPU, more than the HTTP exchange itself, so the client's CPU
@@ -22,22 +25,23 @@
 //!   20,000 req/s to 11 µs per request (below oha's 14.5 µs) at a lag p99 of 0.31 ms: worth it
 //!   only where the 0.2 ms lag goal (set at 5,000 req/s) does not apply.
 //!
-//! Bounds: at most `max_in_flight_per_target` requests in flight per target (a semaphore);
-//! one due beyond it is dropped and recorded as [`Outcome::Dropped`]
-//! ([`DropCause::InFlightBound`]), never delayed. A connection carries one request at a time,
-//! so an instance never has more connections than that bound. No per-request state outlives
+//! Bounds: at most `max_in_flight_per_target` requests in flight per target, or the target's
+//! `max_connections` if lower (a semaphore the senders share); one due beyond it is dropped
+//! and recorded as [`Outcome::Dropped`] ([`DropCause::InFlightBound`], or
+//! [`DropCause::ConnectionCap`]), never delayed. A connection carries one request at a time,
+//! so a target never has more connections in use than that bound. No per-request state outlives
 //! the request: memory does not grow with the run.
 //!
 //! Every request sent is recorded, answered or not: its task owns an `InFlight` guard, and a
 //! task still waiting when the run stops (an interrupted run's grace ran out) is dropped with
-//! the load thread's runtime, before [`try_run`] returns; its guard then records it as
+//! its sender's runtime, before [`try_run`] returns; its guard then records it as
 //! `Transport(Abandoned)`, its latency running to that moment. On a hung store those are the
 //! slowest requests of the run: losing them would flatter the tail.
 //!
 //! Client behaviours ([`Client`]): a request's task sends its retries itself, on the next
 //! instance for a round-robin tenant (as a balancer would), holding its in-flight permit
 //! through the waits; no retry starts after the run's end. An adaptive-throttling tenant's
-//! refusals are decided on the load thread, from a per-stream history and random stream.
+//! refusals are decided on its sender thread, from a per-stream history and random stream.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -45,6 +49,8 @@ use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::Semaphore;
@@ -59,6 +65,7 @@ use super::members::Followed;
 use super::pacer::Pacer;
 use super::prepared::Prepared;
 use super::schedule::Schedule;
+use super::shard;
 use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Sample, Share, Spread};
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
@@ -74,10 +81,9 @@ const PACING_QUANTUM: Duration = Duration::from_micros(100);
 const WIDE_PACING_ABOVE_PER_S: f64 = 10_000.0;
 const WIDE_PACING_QUANTUM: Duration = Duration::from_micros(250);
 
-/// The pacing quantum for a plan's total rate over every target and tenant.
-fn pacing_quantum(plan: &LoadPlan) -> Duration {
-    let per_target: f64 = plan.tenants.iter().map(|t| t.rate_per_s).sum();
-    if per_target * plan.targets.len() as f64 > WIDE_PACING_ABOVE_PER_S {
+/// The pacing quantum for one sender's total rate: the wake-ups are its thread's.
+fn pacing_quantum(rate_per_s: f64) -> Duration {
+    if rate_per_s > WIDE_PACING_ABOVE_PER_S {
         WIDE_PACING_QUANTUM
     } else {
         PACING_QUANTUM
@@ -117,43 +123,101 @@ const END_MARGIN: Duration = Duration::from_millis(100);
 /// stops sending at once, counts what was left as [`LoadSummary::cancelled`], and waits for
 /// the requests in flight for a short grace (250 ms, at most the request timeout); those still
 /// unanswered then are recorded as abandoned ([`LoadSummary::abandoned`]).
-/// Samples are recorded from the load thread; none is recorded after this returns.
+/// Samples are recorded from the sender threads; none is recorded after this returns.
 pub async fn try_run(
     plan: LoadPlan,
     start: Instant,
     recorder: Arc<dyn Recorder>,
     cancel: CancellationToken,
 ) -> Result<LoadSummary, LoadError> {
-    let prepared = Prepared::new(&plan)?;
-    // Dropping this future stops the load thread too.
+    let prepared = Arc::new(Prepared::new(&plan)?);
+    // Dropping this future stops the load threads too.
     let cancel = cancel.child_token();
     let stop_on_drop = cancel.clone().drop_guard();
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("failmode-load".into())
-        .spawn(move || {
-            let result = tokio::runtime::Builder::new_current_thread()
-                .enable_io()
-                .enable_time()
-                .build()
-                .map_err(LoadError::Start)
-                .and_then(|runtime| {
-                    let load = Load::new(prepared, &plan, start, recorder);
-                    let settled = Arc::clone(&load.settled);
-                    // Leaving block_on stops every task; dropping the runtime drops what is
-                    // left (the abandoned requests), each recording its sample, before the
-                    // caller hears the result.
-                    let summary = runtime.block_on(load.drive(cancel));
-                    drop(runtime);
-                    summary.map(|summary| settled.complete(summary))
-                });
-            // The receiver is gone only if the caller stopped waiting.
-            let _ = done_tx.send(result);
-        })
-        .map_err(LoadError::Start)?;
-    let result = done_rx.await.unwrap_or(Err(LoadError::Panicked));
+    let shared = Shared {
+        in_flight: plan
+            .targets
+            .iter()
+            .map(|t| {
+                let (bound, cause) = t.connections.bound(plan.max_in_flight_per_target);
+                (Arc::new(Semaphore::new(bound)), cause)
+            })
+            .collect(),
+        settled: Arc::new(Settled::default()),
+    };
+    // What this process sends of each stream, target-major.
+    let share = match plan.role {
+        Role::Sender(share) => 1.0 / f64::from(share.count()),
+        Role::FaultPlayer => 0.0,
+    };
+    let rates: Vec<f64> = (0..plan.targets.len())
+        .flat_map(|_| plan.tenants.iter().map(|t| t.rate_per_s * share))
+        .collect();
+    let plan = Arc::new(plan);
+    let mut shards = FuturesUnordered::new();
+    for (k, streams) in shard::assign(&rates, plan.senders.count(&rates))
+        .into_iter()
+        .enumerate()
+    {
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let (plan, prepared, recorder, stop) = (
+            Arc::clone(&plan),
+            Arc::clone(&prepared),
+            Arc::clone(&recorder),
+            cancel.clone(),
+        );
+        let shared = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("failmode-load-{k}"))
+            .spawn(move || {
+                let result = tokio::runtime::Builder::new_current_thread()
+                    .enable_io()
+                    .enable_time()
+                    .build()
+                    .map_err(LoadError::Start)
+                    .and_then(|runtime| {
+                        let load = Load::new(prepared, &plan, &streams, start, recorder, shared);
+                        // Leaving block_on stops every task; dropping the runtime drops what
+                        // is left (the abandoned requests), each recording its sample, before
+                        // the caller hears the result.
+                        let summary = runtime.block_on(load.drive(stop));
+                        drop(runtime);
+                        summary
+                    });
+                // The receiver is gone only if the caller stopped waiting.
+                let _ = done_tx.send(result);
+            });
+        if let Err(e) = spawned {
+            cancel.cancel();
+            return Err(LoadError::Start(e));
+        }
+        shards.push(async move { done_rx.await.unwrap_or(Err(LoadError::Panicked)) });
+    }
+    // Every sender's result, the first failure stopping the others: a run with a sender
+    // missing would send part of its schedule and call it whole.
+    let mut summary = Ok(LoadSummary::default());
+    while let Some(result) = shards.next().await {
+        match (result, &mut summary) {
+            (Ok(part), Ok(total)) => total.add(&part),
+            (Err(e), Ok(_)) => {
+                cancel.cancel();
+                summary = Err(e);
+            }
+            (_, Err(_)) => {}
+        }
+    }
     stop_on_drop.disarm();
-    result
+    // Read once every sender's runtime, and with it every request's task, is gone.
+    summary.map(|summary| shared.settled.complete(summary))
+}
+
+/// What the senders share: the in-flight bound of each target (with what a request dropped
+/// at it is dropped for), and the counts the requests' tasks keep as they record their
+/// samples.
+#[derive(Clone)]
+struct Shared {
+    in_flight: Vec<(Arc<Semaphore>, DropCause)>,
+    settled: Arc<Settled>,
 }
 
 /// One target × tenant: its schedule and where its next request goes.
@@ -200,11 +264,13 @@ impl Stream {
     }
 }
 
-/// The generator's state, owned by the load thread.
+/// One sender's state, owned by its thread.
 struct Load {
     prepared: Arc<Prepared>,
     streams: Vec<Stream>,
-    in_flight: Vec<Arc<Semaphore>>,
+    in_flight: Vec<(Arc<Semaphore>, DropCause)>,
+    /// Per target.
+    keep_alive: Vec<bool>,
     /// Per target.
     targets: Vec<Followed>,
     start: Instant,
@@ -222,21 +288,27 @@ struct Load {
 }
 
 impl Load {
+    /// The sender for `streams` (indexes into target-major target × tenant order).
     fn new(
-        prepared: Prepared,
+        prepared: Arc<Prepared>,
         plan: &LoadPlan,
+        streams: &[usize],
         start: Instant,
         recorder: Arc<dyn Recorder>,
+        shared: Shared,
     ) -> Self {
-        let mut streams = Vec::with_capacity(plan.targets.len() * plan.tenants.len());
+        let tenants = plan.tenants.len();
         // A fault player's streams send nothing: any share rotates them.
         let share = match plan.role {
             Role::Sender(share) => share,
             Role::FaultPlayer => Share::WHOLE,
         };
-        for target in 0..plan.targets.len() {
-            for (tenant, c) in plan.tenants.iter().enumerate() {
-                streams.push(Stream {
+        let streams: Vec<Stream> = streams
+            .iter()
+            .map(|&i| {
+                let (target, tenant) = (i / tenants, i % tenants);
+                let c = &plan.tenants[tenant];
+                Stream {
                     target,
                     tenant,
                     schedule: Schedule::new(
@@ -263,11 +335,16 @@ impl Load {
                         }
                         _ => None,
                     },
-                });
-            }
-        }
-        let prepared = Arc::new(prepared);
+                }
+            })
+            .collect();
+        let rate: f64 = streams
+            .iter()
+            .map(|s| plan.tenants[s.tenant].rate_per_s)
+            .sum();
         Self {
+            // Each sender its own pools: a connection's task lives on the runtime that
+            // opened it.
             targets: plan
                 .targets
                 .iter()
@@ -276,15 +353,16 @@ impl Load {
                 .collect(),
             prepared,
             streams,
-            quantum: pacing_quantum(plan),
-            in_flight: plan
+            quantum: pacing_quantum(rate),
+            in_flight: shared.in_flight,
+            keep_alive: plan
                 .targets
                 .iter()
-                .map(|_| Arc::new(Semaphore::new(plan.max_in_flight_per_target)))
+                .map(|t| t.connections.keep_alive)
                 .collect(),
             start,
             end: start + plan.duration,
-            settled: Arc::new(Settled::default()),
+            settled: shared.settled,
             cancel: CancellationToken::new(),
             request_timeout: plan.request_timeout,
             recorder,
@@ -448,8 +526,9 @@ impl Load {
                 return;
             }
         }
-        let Ok(permit) = self.in_flight[target].clone().try_acquire_owned() else {
-            let cause = DropCause::InFlightBound;
+        let (bound, cause) = &self.in_flight[target];
+        let Ok(permit) = Arc::clone(bound).try_acquire_owned() else {
+            let cause = *cause;
             self.summary.dropped += 1;
             self.summary.dropped_by_cause.count(cause, 1);
             self.recorder.record(&unsent(Outcome::Dropped(cause)));
@@ -475,6 +554,7 @@ impl Load {
                 None
             },
             throttle: stream.throttle.clone(),
+            keep_alive: self.keep_alive[target],
             start: self.start,
             end: self.end,
             timeout: self.request_timeout,

@@ -139,15 +139,25 @@ async fn connect_from(source: IpAddr, addr: SocketAddr) -> io::Result<TcpStream>
     socket.connect(addr).await
 }
 
-/// Sends `request` and reads its whole body (dropping the bytes as they arrive), within
-/// `timeout` for the whole exchange, connecting included. With the outcome, the answer's
-/// `Retry-After` if it had one.
+/// How one exchange goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Exchange {
+    /// For the whole exchange, connecting included.
+    pub(crate) timeout: Duration,
+    /// Whether the connection goes back to the pool for the next request, or is closed.
+    pub(crate) keep_alive: bool,
+}
+
+/// Sends `request` and reads its whole body (dropping the bytes as they arrive), counting in
+/// `opened` the connections it opens. With the outcome, the answer's `Retry-After` if it had
+/// one.
 pub(crate) async fn exchange(
     pool: &Pool,
     request: Request<Empty<Bytes>>,
-    timeout: Duration,
+    how: Exchange,
+    opened: &mut u32,
 ) -> (Outcome, Option<Duration>) {
-    match tokio::time::timeout(timeout, send(pool, request)).await {
+    match tokio::time::timeout(how.timeout, send(pool, request, how.keep_alive, opened)).await {
         Ok(Ok((status, retry_after))) => (Outcome::from_status(status), retry_after),
         Ok(Err(kind)) => (Outcome::Transport(kind), None),
         Err(_elapsed) => (Outcome::Transport(TransportError::Timeout), None),
@@ -157,8 +167,17 @@ pub(crate) async fn exchange(
 async fn send(
     pool: &Pool,
     request: Request<Empty<Bytes>>,
+    keep_alive: bool,
+    opened: &mut u32,
 ) -> Result<(u16, Option<Duration>), TransportError> {
-    let (mut sender, reused) = pool.checkout().await?;
+    let (mut sender, reused) = if keep_alive {
+        pool.checkout().await?
+    } else {
+        (pool.connect().await?, false)
+    };
+    if !reused {
+        *opened += 1;
+    }
     let response = match sender.try_send_request(request).await {
         Ok(response) => response,
         Err(mut e) => match e.take_message() {
@@ -167,6 +186,7 @@ async fn send(
             // it, so this is not a retry.
             Some(request) if reused => {
                 sender = pool.connect().await?;
+                *opened += 1;
                 sender
                     .send_request(request)
                     .await
@@ -184,7 +204,10 @@ async fn send(
     while let Some(frame) = body.frame().await {
         frame.map_err(|e| classify(&e))?;
     }
-    pool.put_back(sender);
+    // Without keep-alive the connection closes as its sender is dropped here.
+    if keep_alive {
+        pool.put_back(sender);
+    }
     Ok((status, retry_after))
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{LoadSummary, Outcome, Recorder, Sample, TransportError};
 
-/// Counted by the requests' tasks as they record their samples, read once the load thread's
+/// Counted by the requests' tasks as they record their samples, read once every sender thread's
 /// runtime (and with it every task) is gone.
 #[derive(Debug, Default)]
 pub(super) struct Settled {
@@ -25,7 +25,7 @@ impl Settled {
 }
 
 /// One request sent, until its sample is recorded. Owned by the request's task: dropped
-/// unrecorded (the run stopped and the load thread's runtime dropped the task while it still
+/// unrecorded (the run stopped and its sender's runtime dropped the task while it still
 /// waited), it records the request as `Transport(Abandoned)`, its latency running from the
 /// scheduled send to that moment and its attempts as sent.
 pub(super) struct InFlight {
@@ -39,9 +39,17 @@ pub(super) struct InFlight {
     scheduled_at: Instant,
     /// The first attempt's actual send, once the task has run.
     sent_at: Option<Instant>,
-    /// Attempts sent, the one awaiting its answer included.
-    attempts: u32,
+    sent: Sent,
     recorded: bool,
+}
+
+/// What a request's attempts have sent so far.
+#[derive(Debug, Default)]
+pub(super) struct Sent {
+    /// Attempts sent, the one awaiting its answer included.
+    pub(super) attempts: u32,
+    /// Connections they opened.
+    pub(super) new_connections: u32,
 }
 
 impl InFlight {
@@ -63,16 +71,16 @@ impl InFlight {
             scheduled,
             scheduled_at: start + scheduled,
             sent_at: None,
-            attempts: 0,
+            sent: Sent::default(),
             recorded: false,
         }
     }
 
-    /// Its first attempt leaves now. Returns the counter its attempts are counted in as they
-    /// leave, so that an abandoned request knows how many it sent.
-    pub(super) fn sending(&mut self) -> &mut u32 {
+    /// Its first attempt leaves now. Returns what its attempts are counted in as they leave,
+    /// so that an abandoned request knows how many it sent.
+    pub(super) fn sending(&mut self) -> &mut Sent {
         self.sent_at = Some(Instant::now());
-        &mut self.attempts
+        &mut self.sent
     }
 
     /// Records its sample: its last attempt's `outcome`, answered (or failed) at `done_at`.
@@ -86,7 +94,7 @@ impl InFlight {
         // counted as sent when it was dispatched: it is recorded as one attempt, sent as late
         // as it could have been.
         let sent_at = self.sent_at.unwrap_or(done_at);
-        let attempts = self.attempts.max(1);
+        let attempts = self.sent.attempts.max(1);
         self.settled
             .retries
             .fetch_add(u64::from(attempts - 1), Ordering::Relaxed);
@@ -100,6 +108,7 @@ impl InFlight {
             service_time: done_at.saturating_duration_since(sent_at),
             outcome,
             attempts,
+            new_connections: self.sent.new_connections,
         });
     }
 }

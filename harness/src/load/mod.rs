@@ -6,8 +6,11 @@
 //! [`Recorder`].
 //!
 //! - [`schedule`]: the arrival offsets of one target × tenant, seeded and lazy.
-//! - `engine`: the load thread: it merges the schedules, sends each request on time, bounds
-//!   what is in flight and classifies what comes back ([`try_run`]).
+//! - `engine`: the sender threads: each merges its schedules, sends each request on time,
+//!   bounds what is in flight and classifies what comes back ([`try_run`]).
+//! - [`shard`]: how many sender threads, and which streams each sends ([`Senders`]).
+//! - `connections`: how a target's requests use connections: a cap, keep-alive
+//!   ([`Connections`]).
 //! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`).
 //! - `exchange`: one HTTP exchange on a pooled keep-alive connection, and its classification.
 //!   A target that tells callers by source address gets a pool per instance × tenant, each
@@ -24,6 +27,7 @@
 mod attempts;
 pub mod capacity;
 pub mod client;
+mod connections;
 mod engine;
 mod error;
 mod exchange;
@@ -33,12 +37,15 @@ mod pacer;
 mod prepared;
 pub mod rotation;
 pub mod schedule;
+pub mod shard;
 
 pub use client::Client;
+pub use connections::Connections;
 pub(crate) use engine::MAX_LATE;
 pub use engine::try_run;
 pub use error::LoadError;
 pub use rotation::Rotation;
+pub use shard::Senders;
 
 use std::time::Duration;
 
@@ -88,6 +95,8 @@ pub struct TargetPlan {
     /// loopback address ([`crate::identity::tenant_address`]) as the connection's source or in
     /// `X-Forwarded-For`.
     pub caller: crate::identity::CallerIdentity,
+    /// How its requests use connections.
+    pub connections: Connections,
 }
 
 /// Which arrivals of every schedule this process sends: worker `index` of `count` sends
@@ -187,6 +196,8 @@ pub struct LoadPlan {
     pub max_in_flight_per_target: usize,
     /// The arrivals this process sends (`Role::Sender(Share::WHOLE)` alone).
     pub role: Role,
+    /// How many threads send them.
+    pub senders: Senders,
 }
 
 /// Why a request got no HTTP answer.
@@ -210,7 +221,7 @@ pub enum DropCause {
     /// Due arrivals the generator could not send in time: still due at the timeline's end, or
     /// more than a second late (the engine's `MAX_LATE`). Dropped in bulk, never one by one.
     Backlog,
-    /// The target's connection limit was reached. Reserved: no engine produces it yet.
+    /// Every connection the target's `max_connections` allows was busy.
     ConnectionCap,
 }
 
@@ -304,6 +315,9 @@ pub struct Sample {
     pub outcome: Outcome,
     /// Attempts sent: 1, more when the client retried, 0 when it was not sent at all.
     pub attempts: u32,
+    /// Connections its attempts opened (0 for those sent on a kept-alive one): the
+    /// connection churn the target saw from it.
+    pub new_connections: u32,
 }
 
 impl Sample {
@@ -323,6 +337,7 @@ impl Sample {
             service_time: Duration::ZERO,
             outcome,
             attempts: 0,
+            new_connections: 0,
         }
     }
 }
@@ -362,4 +377,19 @@ pub struct LoadSummary {
     /// covered the timeline up to here (the grace given to the requests in flight after it
     /// sent nothing). `None` when every scheduled request was sent.
     pub stopped_sending_at: Option<Duration>,
+}
+
+impl LoadSummary {
+    /// Adds another sender's totals: every count, and the latest stop.
+    pub fn add(&mut self, other: &LoadSummary) {
+        self.scheduled += other.scheduled;
+        self.sent += other.sent;
+        self.retries += other.retries;
+        self.throttled += other.throttled;
+        self.dropped += other.dropped;
+        self.dropped_by_cause.add(&other.dropped_by_cause);
+        self.cancelled += other.cancelled;
+        self.abandoned += other.abandoned;
+        self.stopped_sending_at = self.stopped_sending_at.max(other.stopped_sending_at);
+    }
 }

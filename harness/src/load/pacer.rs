@@ -1,5 +1,5 @@
 //! Waking the dispatcher at a request's scheduled instant, to tens of microseconds, on the
-//! load thread itself.
+//! sender thread itself.
 //!
 //! tokio's timer wheel has a 1 ms resolution and rounds deadlines up: measured on the
 //! project's 2-core machine, `sleep_until` woke 0.67–1.0 ms late at p50 and 1.2–1.9 ms late at

@@ -1,8 +1,8 @@
 //! A target's instances as the load balancer sees them: every instance the run has known
 //! (by index, stable for the run) and whether it is in rotation now. The fault timeline
-//! changes it (`scale`, `kill-instance`); the load thread follows.
+//! changes it (`scale`, `kill-instance`); the sender threads follow.
 //!
-//! The load thread reads it once per request, so the read is one atomic load of a version
+//! A sender thread reads it once per request, so the read is one atomic load of a version
 //! number; the member list is copied only when the version has moved.
 
 use std::net::SocketAddr;
@@ -22,7 +22,7 @@ struct Inner {
     members: RwLock<Vec<Member>>,
 }
 
-/// Shared between whoever changes the topology and the load thread; clones are handles on
+/// Shared between whoever changes the topology and the sender threads; clones are handles on
 /// the same rotation.
 #[derive(Debug, Clone)]
 pub struct Rotation(Arc<Inner>);

@@ -94,14 +94,19 @@ pub struct Counts {
     /// by its last attempt's outcome.
     #[serde(default)]
     pub retries: u64,
+    /// Connections the requests opened (the rest went on kept-alive ones): the churn the
+    /// target saw, counted in the second a request was scheduled in.
+    #[serde(default)]
+    pub new_connections: u64,
 }
 
 impl Counts {
     /// `n` requests that ended alike.
-    fn add(&mut self, outcome: Outcome, attempts: u32, n: u64) {
+    fn add(&mut self, s: &Sample, n: u64) {
         self.offered += n;
-        self.retries += u64::from(attempts.saturating_sub(1)) * n;
-        let count = match outcome {
+        self.retries += u64::from(s.attempts.saturating_sub(1)) * n;
+        self.new_connections += u64::from(s.new_connections) * n;
+        let count = match s.outcome {
             Outcome::Admitted => &mut self.admitted,
             Outcome::Limited => &mut self.limited,
             Outcome::Unavailable => &mut self.unavailable,
@@ -126,6 +131,7 @@ impl Counts {
         self.dropped += other.dropped;
         self.throttled += other.throttled;
         self.retries += other.retries;
+        self.new_connections += other.new_connections;
     }
 
     /// 5xx of any kind.
@@ -159,6 +165,12 @@ impl Counts {
         (self.offered > 0 && self.offered > self.dropped)
             .then(|| self.attempts() as f64 / self.offered as f64)
     }
+
+    /// Connections opened a second over `length_s`: the churn a target saw. Not measured
+    /// when nothing was sent.
+    pub fn new_connections_per_s(&self, length_s: f64) -> Option<f64> {
+        (self.attempts() > 0 && length_s > 0.0).then(|| self.new_connections as f64 / length_s)
+    }
 }
 
 /// One target × tenant × phase, or one second of one target × tenant.
@@ -182,7 +194,7 @@ impl Cell {
 
     /// `n` samples alike.
     fn add(&mut self, s: &Sample, latency: Option<Duration>, n: u64) {
-        self.counts.add(s.outcome, s.attempts, n);
+        self.counts.add(s, n);
         if let Some(latency) = latency {
             self.latency.saturating_record_n(micros(latency), n);
         }
@@ -472,7 +484,7 @@ impl Recorder for Collector {
         if let Outcome::Dropped(cause) = s.outcome {
             dropped_by_cause.count(cause, n);
         }
-        totals.add(s.outcome, s.attempts, n);
+        totals.add(s, n);
         if s.attempts > 0 {
             *latest_sent_second = (*latest_sent_second).max(second);
         }
@@ -507,7 +519,7 @@ fn record_second(
     latency: Option<Duration>,
 ) {
     if let Some(cell) = seconds.get_mut(second) {
-        cell.counts.add(s.outcome, s.attempts, n);
+        cell.counts.add(s, n);
         if let Some(latency) = latency
             && second >= open.closed_below
         {

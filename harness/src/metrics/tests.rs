@@ -14,6 +14,7 @@ fn sample(target: usize, tenant: usize, at_ms: u64, outcome: Outcome) -> Sample 
         service_time: Duration::from_millis(1),
         outcome,
         attempts: u32::from(!matches!(outcome, Outcome::Dropped(_) | Outcome::Throttled)),
+        new_connections: 0,
     }
 }
 

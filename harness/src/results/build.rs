@@ -171,6 +171,7 @@ pub fn build_targets(
             refuses_with: f.refuses_with,
             limit: Some(f.limit),
             caller: f.caller.clone(),
+            connections: scenario.connections_of(&f.name),
             send_lag_us: Percentiles::of(&measured.send_lag[t]),
             events: f.events.clone(),
             phases: scenario
@@ -218,6 +219,7 @@ pub fn build_targets(
                             (sent > 0).then(|| commands as f64 / sent as f64)
                         }),
                         client_amplification: all.counts.client_amplification(),
+                        new_connections_per_s: all.counts.new_connections_per_s(length_s),
                         tenants,
                         all,
                     }

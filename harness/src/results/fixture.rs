@@ -89,6 +89,7 @@ pub fn phase(
         store_amplification: None,
         store_amplification_per_attempt: None,
         client_amplification: all.counts.client_amplification(),
+        new_connections_per_s: all.counts.new_connections_per_s(length_s),
         tenants,
         all,
     }
@@ -105,6 +106,7 @@ pub fn target(name: &str, phases: Vec<PhaseResult>) -> TargetResult {
         refuses_with: 429,
         limit: None,
         caller: None,
+        connections: crate::load::Connections::default(),
         send_lag_us: Some(flat_latency(100)),
         events: Vec::new(),
         phases,

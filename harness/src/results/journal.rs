@@ -422,6 +422,7 @@ mod tests {
             service_time: Duration::from_micros(700),
             outcome,
             attempts: 1,
+            new_connections: 1,
         }
     }
 
@@ -449,6 +450,7 @@ mod tests {
                 collector.record(&Sample {
                     outcome: Outcome::Dropped(DropCause::Backlog),
                     attempts: 0,
+                    new_connections: 0,
                     ..answered(0, 2_650, Outcome::Admitted)
                 });
             }

@@ -130,6 +130,10 @@ pub struct PhaseResult {
     /// (above 1), and their own throttling (below 1).
     #[serde(default)]
     pub client_amplification: Option<f64>,
+    /// Connections opened a second, all tenants (`all.counts.new_connections` over the phase):
+    /// a client without keep-alive, or connections a fault broke, show here.
+    #[serde(default)]
+    pub new_connections_per_s: Option<f64>,
     pub tenants: Vec<TenantResult>,
     pub all: TenantResult,
 }
@@ -166,6 +170,10 @@ pub struct TargetResult {
     /// run.json written before failmode recorded it (a header then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<CallerIdentity>,
+    /// How the run's requests used connections to it: the scenario's `max_connections` and
+    /// `keep_alive` for it.
+    #[serde(default)]
+    pub connections: crate::load::Connections,
     /// The load generator's lateness for this target: actual − scheduled send, µs (`None`:
     /// nothing was sent).
     pub send_lag_us: Option<Percentiles>,

@@ -93,7 +93,7 @@ impl SeriesRow {
     pub fn csv_line(&self) -> String {
         let c = &self.counts;
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.target,
             self.tenant,
             self.second,
@@ -110,13 +110,17 @@ impl SeriesRow {
             self.p99_us,
             self.max_us,
             c.throttled,
-            c.retries
+            c.retries,
+            c.new_connections
         )
     }
 }
 
 /// The header `series.csv` is written with.
-pub const SERIES_HEADER: &str = "target,tenant,second,phase,offered,admitted,limited,unavailable,server_error,transport_error,other_status,dropped,p50_us,p99_us,max_us,throttled,retries";
+pub const SERIES_HEADER: &str = "target,tenant,second,phase,offered,admitted,limited,unavailable,server_error,transport_error,other_status,dropped,p50_us,p99_us,max_us,throttled,retries,new_connections";
+
+/// The header before connection churn (no `new_connections`): saved baselines have it.
+const SERIES_HEADER_BEFORE_CHURN: &str = "target,tenant,second,phase,offered,admitted,limited,unavailable,server_error,transport_error,other_status,dropped,p50_us,p99_us,max_us,throttled,retries";
 
 /// The header before client behaviours (no `throttled`, `retries`): saved baselines have it.
 const SERIES_HEADER_BEFORE_CLIENTS: &str = "target,tenant,second,phase,offered,admitted,limited,unavailable,server_error,transport_error,other_status,dropped,p50_us,p99_us,max_us";
@@ -141,7 +145,8 @@ pub fn parse_series(path: &Path, text: &str) -> Result<Vec<SeriesRow>, ReadError
         message,
     };
     let fields = match lines.next() {
-        Some((_, SERIES_HEADER)) => 17,
+        Some((_, SERIES_HEADER)) => 18,
+        Some((_, SERIES_HEADER_BEFORE_CHURN)) => 17,
         Some((_, SERIES_HEADER_BEFORE_CLIENTS)) => 15,
         _ => return Err(bad(0, format!("expected the header {SERIES_HEADER}"))),
     };
@@ -172,6 +177,7 @@ pub fn parse_series(path: &Path, text: &str) -> Result<Vec<SeriesRow>, ReadError
                     dropped: n(11)?,
                     throttled: if fields > 15 { n(15)? } else { 0 },
                     retries: if fields > 15 { n(16)? } else { 0 },
+                    new_connections: if fields > 17 { n(17)? } else { 0 },
                 },
                 p50_us: n(12)?,
                 p99_us: n(13)?,
@@ -196,18 +202,26 @@ mod tests {
         assert_eq!(rows[0].counts.admitted, 50);
         assert_eq!((rows[0].counts.retries, rows[0].counts.throttled), (0, 0));
 
-        let new = format!(
-            "{SERIES_HEADER}\nreference,acme,3,fault,120,50,70,0,0,0,0,0,900,2000,3000,4,240\n"
+        let before_churn = format!(
+            "{SERIES_HEADER_BEFORE_CHURN}\nreference,acme,3,fault,120,50,70,0,0,0,0,0,900,2000,3000,4,240\n"
         );
-        std::fs::write(dir.path().join("series.csv"), new).unwrap();
+        std::fs::write(dir.path().join("series.csv"), before_churn).unwrap();
         let rows = read_series(dir.path()).unwrap();
         assert_eq!((rows[0].counts.throttled, rows[0].counts.retries), (4, 240));
         assert_eq!(rows[0].max_us, 3000);
+        assert_eq!(rows[0].counts.new_connections, 0);
+
+        let new = format!(
+            "{SERIES_HEADER}\nreference,acme,3,fault,120,50,70,0,0,0,0,0,900,2000,3000,4,240,7\n"
+        );
+        std::fs::write(dir.path().join("series.csv"), new).unwrap();
+        let rows = read_series(dir.path()).unwrap();
+        assert_eq!(rows[0].counts.new_connections, 7);
     }
 
     #[test]
     fn a_row_written_as_a_line_parses_back_equal() {
-        let line = "reference,acme,3,fault,120,50,60,1,2,3,4,5,900,2000,3000,6,240";
+        let line = "reference,acme,3,fault,120,50,60,1,2,3,4,5,900,2000,3000,6,240,7";
         let text = format!("{SERIES_HEADER}\n{line}\n");
         let rows = parse_series(Path::new("series.csv"), &text).unwrap();
         assert_eq!(rows[0].csv_line(), line);

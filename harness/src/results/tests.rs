@@ -51,6 +51,7 @@ fn store_amplification_is_per_request_offered_and_per_attempt_beside_it() {
                 service_time: Duration::from_millis(1),
                 outcome: Outcome::ServerError,
                 attempts: 3,
+                new_connections: 1,
             },
         );
     }

@@ -122,6 +122,7 @@ mod tests {
             service_time: Duration::ZERO,
             outcome: Outcome::Dropped(DropCause::InFlightBound),
             attempts: 0,
+            new_connections: 0,
         };
         let targets = ["reference".to_owned()];
         assert_eq!(dropped_in_cells(&s, &targets, &collector.snapshot()), None);

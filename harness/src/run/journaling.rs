@@ -182,6 +182,7 @@ mod tests {
                 service_time: Duration::from_millis(1),
                 outcome: Outcome::Admitted,
                 attempts: 1,
+                new_connections: 1,
             });
         }
         let second = Duration::from_secs(1);

@@ -22,6 +22,7 @@ pub(super) fn load_plan(opts: &RunOptions, world: &World) -> LoadPlan {
                 instances: t.rotation.clone(),
                 path: t.def.request_path.clone(),
                 caller: t.def.caller.clone(),
+                connections: connections(scenario, &t.def.name, opts.worker),
             })
             .collect(),
         tenants: scenario.tenants.clone(),
@@ -32,17 +33,31 @@ pub(super) fn load_plan(opts: &RunOptions, world: &World) -> LoadPlan {
         role: opts
             .worker
             .map_or(Role::Sender(load::Share::WHOLE), |w| w.role),
+        senders: load::Senders::Auto,
     }
 }
 
 /// The requests in flight per target this process allows: a worker its share of the
 /// scenario's bound, so N workers together hold what one process would.
 pub(super) fn in_flight_bound(scenario: &Scenario, worker: Option<Worker>) -> usize {
+    worker_share(scenario.max_in_flight_per_target, worker)
+}
+
+/// How this process's requests to `target` use connections: a worker its share of the
+/// target's connection cap, as of the in-flight bound.
+fn connections(scenario: &Scenario, target: &str, worker: Option<Worker>) -> load::Connections {
+    let mut connections = scenario.connections_of(target);
+    connections.max = connections
+        .max
+        .and_then(|max| std::num::NonZeroUsize::new(worker_share(max.get(), worker)));
+    connections
+}
+
+/// A worker's share of a bound (rounded up, so N workers never hold less than one process).
+fn worker_share(bound: usize, worker: Option<Worker>) -> usize {
     match worker.map(|w| w.role) {
-        Some(Role::Sender(share)) if share.count() > 1 => scenario
-            .max_in_flight_per_target
-            .div_ceil(share.count() as usize),
-        _ => scenario.max_in_flight_per_target,
+        Some(Role::Sender(share)) if share.count() > 1 => bound.div_ceil(share.count() as usize),
+        _ => bound,
     }
 }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::faults::Fault;
+use crate::load::Connections;
 use raw::RawScenario;
 use validate::Invalid;
 
@@ -47,6 +48,8 @@ pub struct TargetRef {
     pub instances: Option<u32>,
     /// `manifest = "…"`: the manifest this target is read from, not one found by name.
     pub manifest: Option<ManifestRef>,
+    /// `max_connections`, `keep_alive`.
+    pub connections: Connections,
 }
 
 /// `[[targets]] manifest = "targets/mine/target.toml"`, optionally with `variant`.
@@ -249,6 +252,15 @@ impl Scenario {
         }
         s.duration = scale(s.duration);
         s
+    }
+
+    /// How the run's requests to target `name` use connections: its `[[targets]]` entry's
+    /// settings, the defaults for a target the scenario does not list (`--targets`).
+    pub fn connections_of(&self, name: &str) -> Connections {
+        self.targets
+            .iter()
+            .find(|t| t.name == name)
+            .map_or_else(Connections::default, |t| t.connections)
     }
 
     /// The phase a moment of the run belongs to, if any.

@@ -122,6 +122,10 @@ pub(crate) struct RawTarget {
     /// …and which of its `[[variants]]` (needed when it declares more than one).
     pub(crate) variant: Option<String>,
     pub(crate) instances: Option<u32>,
+    /// Connections in use to it at once, at most (`load::Connections::max`).
+    pub(crate) max_connections: Option<usize>,
+    /// Whether its connections are kept for the next request (true).
+    pub(crate) keep_alive: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::load::{Arrival, Spread};
+use crate::load::{Arrival, Connections, Spread};
 
 const MINIMAL: &str = r#"
 name = "t"
@@ -277,4 +277,32 @@ fn a_target_is_named_or_given_by_manifest_path_never_both_nor_neither() {
     );
     let s = Scenario::parse(&with("manifest = \"targets/x/target.toml\"\n"), "t").unwrap();
     assert_eq!(s.targets[0].name, "targets/x/target.toml");
+}
+
+#[test]
+fn a_targets_connection_cap_and_keep_alive_are_read_and_a_cap_of_zero_is_refused() {
+    let s = Scenario::parse(MINIMAL, "test.toml").unwrap();
+    assert_eq!(s.connections_of("reference"), Connections::default());
+    assert!(s.connections_of("reference").keep_alive);
+
+    let with = |settings: &str| {
+        MINIMAL.replace(
+            "name = \"reference\"\n",
+            &format!("name = \"reference\"\n{settings}"),
+        )
+    };
+    let s = Scenario::parse(&with("max_connections = 8\nkeep_alive = false\n"), "t").unwrap();
+    let c = s.connections_of("reference");
+    assert_eq!((c.max.map(|m| m.get()), c.keep_alive), (Some(8), false));
+    assert_eq!(
+        s.connections_of("not-listed"),
+        Connections::default(),
+        "a target given by --targets"
+    );
+
+    let e = err(&with("max_connections = 0\n"));
+    assert!(
+        e.contains("`targets.max_connections`") && e.contains("at least 1"),
+        "{e}"
+    );
 }

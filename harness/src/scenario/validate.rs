@@ -2,6 +2,7 @@
 //! tenant, target and phase names, each target named one way, faults a phase can hold, phases
 //! that do not overlap. Each error names the key and the line it is about.
 
+use std::num::NonZeroUsize;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use toml::Spanned;
 use super::raw::{RawLoad, RawPhase, RawPolicy, RawTarget, RawTenant};
 use super::{ManifestRef, Phase, ScenarioError, TargetRef, Tenant};
 use crate::faults::Fault;
-use crate::load::{Arrival, Spread};
+use crate::load::{Arrival, Connections, Spread};
 use crate::names::is_plain_name;
 
 pub(super) fn line_of(text: &str, offset: usize) -> usize {
@@ -187,10 +188,27 @@ pub(super) fn targets(
         if t.instances == Some(0) {
             return Err(invalid.at("targets.instances", span, "must be at least 1".into()));
         }
+        let max = match t.max_connections.map(NonZeroUsize::new) {
+            Some(None) => {
+                return Err(invalid.at(
+                    "targets.max_connections",
+                    span,
+                    "must be at least 1 (leave it out for no cap beyond \
+                     load.max_in_flight_per_target)"
+                        .into(),
+                ));
+            }
+            Some(max) => max,
+            None => None,
+        };
         targets.push(TargetRef {
             name,
             instances: t.instances,
             manifest,
+            connections: Connections {
+                max,
+                keep_alive: t.keep_alive.unwrap_or(true),
+            },
         });
     }
     Ok(targets)

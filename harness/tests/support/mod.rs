@@ -1,13 +1,15 @@
 //! What the harness's integration tests share: the workspace, the CLI runner, looking a tenant
 //! up in a run, a synthetic results folder (run.json, series.csv) with two targets, one that
 //! admits everything during the outage and one that answers 500, a proxied Redis
-//! (`proxied`), a deployed fleet (`deployed`), a scripted HTTP server (`scripted_server`) and
+//! (`proxied`), a deployed fleet (`deployed`), the load engine driven directly (`engine`), a
+//! scripted HTTP server (`scripted_server`) and
 //! a project whose target is a Python stub, with the processes a run started (`stub`).
 
 // Each test crate that includes this uses part of it.
 #![allow(dead_code)]
 
 pub(crate) mod deployed;
+pub(crate) mod engine;
 pub(crate) mod proxied;
 pub(crate) mod scripted_server;
 pub(crate) mod stub;

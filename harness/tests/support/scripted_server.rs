@@ -39,11 +39,13 @@ pub(crate) fn answer(status: u16) -> Action {
     }
 }
 
-/// Every request the server read: the caller header's value and when it arrived.
+/// Every request the server read: the caller header's value, when it arrived, and which
+/// connection it came on (numbered as they were accepted).
 #[derive(Debug, Clone)]
 pub(crate) struct Seen {
     pub(crate) caller: String,
     pub(crate) at: Instant,
+    pub(crate) connection: u64,
 }
 
 pub(crate) struct Server {
@@ -62,11 +64,13 @@ impl Server {
         let act = Arc::new(act);
         let log = Arc::clone(&seen);
         tokio::spawn(async move {
-            loop {
+            for connection in 0.. {
                 let (socket, _) = listener.accept().await.unwrap();
                 let (act, log, count_tx) =
                     (Arc::clone(&act), Arc::clone(&log), Arc::clone(&count_tx));
-                tokio::spawn(async move { serve(socket, &*act, &log, &count_tx).await });
+                tokio::spawn(async move {
+                    serve(socket, connection, &*act, &log, &count_tx).await;
+                });
             }
         });
         Self {
@@ -84,6 +88,14 @@ impl Server {
         self.seen().iter().filter(|s| s.caller == caller).count()
     }
 
+    /// The connections its requests came on.
+    pub(crate) fn connections(&self) -> usize {
+        let mut ids: Vec<u64> = self.seen().iter().map(|s| s.connection).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    }
+
     pub(crate) async fn wait_for_requests(&mut self, n: usize) {
         self.received.wait_for(|&got| got >= n).await.unwrap();
     }
@@ -92,6 +104,7 @@ impl Server {
 /// HTTP/1.1 keep-alive, one request at a time (the client does not pipeline), GET only.
 async fn serve(
     mut socket: TcpStream,
+    connection: u64,
     act: &(dyn Fn(&str) -> Action + Send + Sync),
     log: &Mutex<Vec<Seen>>,
     count: &watch::Sender<usize>,
@@ -119,6 +132,7 @@ async fn serve(
         log.lock().unwrap().push(Seen {
             caller,
             at: Instant::now(),
+            connection,
         });
         count.send_modify(|n| *n += 1);
         match action {

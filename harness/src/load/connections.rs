@@ -1,0 +1,63 @@
+//! How a target's requests use connections: a cap on those in use, and keep-alive. The
+//! churn they cause (connections opened) is counted per request ([`super::Sample`]).
+
+use std::num::NonZeroUsize;
+
+use super::DropCause;
+
+/// How a target's requests use connections (a scenario's `[[targets]]` entry sets them).
+///
+/// A connection carries one request at a time, so the requests in flight to a target are the
+/// connections in use: `max` caps both, and a request due while every allowed connection is
+/// busy is dropped and counted ([`DropCause::ConnectionCap`]), never held back: an open-model
+/// generator that waited for a connection would send late and measure itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Connections {
+    /// Connections in use at once, at most; `None`: only the scenario's in-flight bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<NonZeroUsize>,
+    /// Whether a connection is kept for the next request (closed after 4 s idle); without,
+    /// every request opens a connection of its own and closes it, as a client without a
+    /// connection pool does.
+    pub keep_alive: bool,
+}
+
+impl Default for Connections {
+    fn default() -> Self {
+        Self {
+            max: None,
+            keep_alive: true,
+        }
+    }
+}
+
+impl Connections {
+    /// A target's bound on requests in flight with `scenario_bound` (the scenario's per
+    /// target), and what a request dropped at it is dropped for.
+    pub fn bound(&self, scenario_bound: usize) -> (usize, DropCause) {
+        match self.max {
+            Some(max) if max.get() < scenario_bound => (max.get(), DropCause::ConnectionCap),
+            _ => (scenario_bound, DropCause::InFlightBound),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lower_of_the_in_flight_bound_and_the_connection_cap_binds_and_names_the_cause() {
+        let capped = |max| Connections {
+            max: NonZeroUsize::new(max),
+            keep_alive: true,
+        };
+        assert_eq!(capped(5).bound(100), (5, DropCause::ConnectionCap));
+        assert_eq!(capped(500).bound(100), (100, DropCause::InFlightBound));
+        assert_eq!(capped(100).bound(100), (100, DropCause::InFlightBound));
+        assert_eq!(
+            Connections::default().bound(100),
+            (100, DropCause::InFlightBound)
+        );
+    }
+}
