@@ -94,8 +94,10 @@ bench-reference *ARGS: setup
 
 # Benchmark the load generator against oha at 100 to 40,000 req/s, three runs of each per rate
 # (installs oha 1.16.0 into the git-ignored .tools/ if it is missing); with the default flags
-# its table is written to docs/bench-loadgen.md. Flags: --secs N, --runs N, --rates 100,1000,
-# --oha PATH.
+# its table is written to docs/bench-loadgen.md and the highest rate held is recorded as this
+# machine's capacity in ~/.cache/failmode/capacity.json (what a run is warned against). Flags:
+# --secs N, --runs N, --rates 100,1000, --senders N (sender threads; default: the engine's
+# choice), --oha PATH.
 bench-loadgen *ARGS:
     @test -x .tools/bin/oha || { echo "installing oha 1.16.0 into .tools/ (cargo install, a few minutes)"; cargo install oha --version 1.16.0 --locked --root .tools; }
     cargo bench -p failmode --bench loadgen -- {{ARGS}}

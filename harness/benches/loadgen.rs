@@ -20,7 +20,7 @@
 //! run compares its scenario's rate with before it starts.
 //!
 //! Flags: `--secs N` (5) per run, `--runs N` (3), `--rates 100,1000,…` (100, 1000, 5000,
-//! 20000, 40000), `--senders N` (the engine's sender threads; its own choice by rate without),
+//! 10000, 20000, 40000), `--senders N` (the engine's sender threads; its own choice by rate without),
 //! `--oha PATH` (`.tools/bin/oha`, else `oha` on the PATH).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -75,9 +75,15 @@ fn main() {
             secs(&flag),
             senders(&flag),
             flag("--runs").map_or(3, |r| r.parse().unwrap()),
-            flag("--rates").map_or(vec![100.0, 1_000.0, 5_000.0, 20_000.0, 40_000.0], |r| {
-                r.split(',').map(|x| x.parse().unwrap()).collect()
-            }),
+            flag("--rates").map_or(
+                vec![100.0, 1_000.0, 5_000.0, 10_000.0, 20_000.0, 40_000.0],
+                |r| {
+                    let mut rates: Vec<f64> = r.split(',').map(|x| x.parse().unwrap()).collect();
+                    // The ceiling is read bottom up.
+                    rates.sort_by(f64::total_cmp);
+                    rates
+                },
+            ),
             flag("--oha").unwrap_or_else(default_oha),
             ["--secs", "--runs", "--rates", "--senders"]
                 .iter()
@@ -294,7 +300,12 @@ fn parent(secs: u64, senders: Senders, runs: usize, rates: Vec<f64>, oha: String
         line(format!("- {note}"));
     }
     line(String::new());
-    line(record_ceiling(ceiling, senders));
+    line(held_up_to(ceiling));
+    if published {
+        record_ceiling(ceiling);
+    } else {
+        eprintln!("the ceiling is not recorded: only a run with the default flags records it");
+    }
     if published {
         let path = table_path();
         std::fs::write(&path, out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -304,23 +315,30 @@ fn parent(secs: u64, senders: Senders, runs: usize, rates: Vec<f64>, oha: String
     }
 }
 
-/// Records the engine's ceiling in the user's cache, where a run compares its scenario's rate
-/// with it before it starts (`failmode::load::capacity`), and says so. Only the engine's own
-/// choice of senders speaks for what a run does.
-fn record_ceiling(ceiling: Option<f64>, senders: Senders) -> String {
-    let Some(ceiling) = ceiling else {
-        return "No rate held (no drops, every tenant within 0.5 % of its rate): nothing \
-                recorded as this machine's capacity."
-            .into();
-    };
-    let held = format!(
-        "The engine's ceiling here: {ceiling:.0} req/s, the highest rate tried that it held \
-         (no drops and every tenant within {HELD_WITHIN_PERCENT} % of its rate, in the median \
-         run) with every lower rate held too"
-    );
-    if senders != Senders::Auto {
-        return format!("{held}; not recorded (run with --senders, not the engine's choice).");
+/// The table's last line: the highest rate the engine held.
+fn held_up_to(ceiling: Option<f64>) -> String {
+    match ceiling {
+        None => format!(
+            "No rate held (no drops, every tenant within {HELD_WITHIN_PERCENT} % of its rate)."
+        ),
+        Some(ceiling) => format!(
+            "The engine's ceiling here: {ceiling:.0} req/s, the highest rate tried that it held \
+             (no drops and every tenant within {HELD_WITHIN_PERCENT} % of its rate, in the \
+             median run) with every lower rate held too. A run of the benchmark's own records \
+             it as this machine's capacity in the user's cache (`capacity.json`): a run asking \
+             more is warned before it starts."
+        ),
     }
+}
+
+/// Records the engine's ceiling in the user's cache, where a run compares its scenario's rate
+/// with it before it starts (`failmode::load::capacity`). A lower bound: the next rate tried
+/// failed, or none higher was tried.
+fn record_ceiling(ceiling: Option<f64>) {
+    let Some(ceiling) = ceiling else {
+        eprintln!("nothing recorded as this machine's capacity: no rate held");
+        return;
+    };
     let how = format!(
         "just bench-loadgen at revision {}, {}",
         git_revision(),
@@ -330,12 +348,11 @@ fn record_ceiling(ceiling: Option<f64>, senders: Senders) -> String {
         .ok_or_else(|| "no home folder".to_owned())
         .and_then(|dir| record_benchmark(&dir, ceiling, how).map_err(|e| e.to_string()))
     {
-        Ok(file) => format!(
-            "{held}; recorded as this machine's capacity: a run asking more is warned before \
-             it starts (`{}`).",
+        Ok(file) => eprintln!(
+            "{ceiling:.0} req/s recorded as this machine's capacity in {}",
             file.display()
         ),
-        Err(e) => format!("{held}; not recorded: {e}."),
+        Err(e) => eprintln!("the ceiling could not be recorded: {e}"),
     }
 }
 

@@ -361,7 +361,7 @@ async fn a_rate_no_generator_can_send_ends_on_time_its_backlog_dropped_in_bulk()
     let (summary, samples, start) = run(plan, CancellationToken::new()).await;
 
     // The end, the second an arrival may still leave after it, the request timeout and the
-    // engine's 100 ms margin; a second more for the load thread to wind up on a busy machine.
+    // engine's 100 ms margin; a second more for the sender to wind up on a busy machine.
     let bound = duration + Duration::from_secs(1) + timeout + Duration::from_millis(1_100);
     assert!(
         start.elapsed() < bound,

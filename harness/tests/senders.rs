@@ -1,7 +1,9 @@
-//! The load engine's senders and connections against a real loopback server: a schedule split
-//! over several sender threads sends the same requests as one thread; a target's connection
-//! cap drops what is due beyond it, never delays it; without keep-alive every request opens
-//! its own connection, with it they share a few; and every connection opened is counted.
+//! The load engine's senders and connections against real loopback servers: a schedule split
+//! over several sender threads sends the same requests as one thread, each sender saying how
+//! far it has dispatched; the senders share a target's connection cap and stop together on a
+//! cancel; the cap drops what is due beyond it, never delays it; without keep-alive every
+//! request opens its own connection, with it they share a few; and every connection opened is
+//! counted, up to a run's `run.json` and `series.csv` (against the scripted oracle target).
 //!
 //! The server is the test kit's scripted one (`support::scripted_server`).
 
@@ -13,18 +15,22 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use failmode::load::{DropCause, LoadPlan, Outcome, Senders, Spread};
-use support::engine::{assert_accounted, plan, run, tenant};
+use failmode::results::RunResult;
+use failmode::results::read::read_series;
+use support::engine::{Samples, assert_accounted, plan, run, tenant};
 use support::scripted_server::{Action, Server, answer};
+use support::{failmode_in, fixture_path, schema_errors, tenant_in};
 use tokio_util::sync::CancellationToken;
 
 fn senders(n: usize) -> Senders {
     Senders::Fixed(NonZeroUsize::new(n).unwrap())
 }
 
-/// Four tenants of different rates at one server, for one second.
-fn four_tenants(server: &Server) -> LoadPlan {
+/// Four tenants of different rates, two of them round robin, at three instances, for one
+/// second.
+fn four_tenants(servers: &[Server]) -> LoadPlan {
     plan(
-        vec![server.addr],
+        servers.iter().map(|s| s.addr).collect(),
         vec![
             tenant("acme", 300.0, Spread::RoundRobin),
             tenant("globex", 100.0, Spread::RoundRobin),
@@ -35,16 +41,48 @@ fn four_tenants(server: &Server) -> LoadPlan {
     )
 }
 
+async fn three_servers(act: fn(&str) -> Action) -> Vec<Server> {
+    let mut servers = Vec::new();
+    for _ in 0..3 {
+        servers.push(Server::start(act).await);
+    }
+    servers
+}
+
+/// The sender threads that recorded samples.
+fn sender_threads(samples: &Samples) -> Vec<String> {
+    samples
+        .threads()
+        .into_iter()
+        .filter(|t| t.starts_with("failmode-load-"))
+        .collect()
+}
+
 #[tokio::test]
 async fn a_schedule_split_over_two_senders_sends_exactly_the_requests_one_sender_sends() {
-    let server = Server::start(|_| answer(200)).await;
+    let servers = three_servers(|_| answer(200)).await;
     let mut requests = Vec::new();
     for n in [1, 2] {
-        let mut plan = four_tenants(&server);
+        let mut plan = four_tenants(&servers);
         plan.senders = senders(n);
         let (summary, samples, _) = run(plan, CancellationToken::new()).await;
         assert_accounted(&summary, &samples);
         assert_eq!(summary.dropped, 0, "{n} senders: {summary:?}");
+        assert_eq!(sender_threads(&samples).len(), n, "{:?}", samples.threads());
+        assert_eq!(summary.senders as usize, n);
+        // Each sender said it was done, and never went back.
+        for k in 0..n {
+            let said: Vec<Duration> = samples
+                .dispatched()
+                .iter()
+                .filter(|&&(sender, of, _)| sender == k && of == n)
+                .map(|&(_, _, until)| until)
+                .collect();
+            assert!(
+                said.is_sorted() && said.last() == Some(&Duration::MAX),
+                "{said:?}"
+            );
+        }
         let mut sent: Vec<(usize, Duration, usize)> = samples
             .all()
             .iter()
@@ -58,9 +96,50 @@ async fn a_schedule_split_over_two_senders_sends_exactly_the_requests_one_sender
         requests[0], requests[1],
         "the same tenants, schedule and instances"
     );
-    for (caller, rate) in [("acme", 300), ("globex", 100), ("initech", 200)] {
-        assert_eq!(server.count_of(caller), 2 * rate, "{caller}, both runs");
-    }
+}
+
+#[tokio::test]
+async fn two_senders_share_a_targets_connection_cap_and_both_stop_on_a_cancel() {
+    // Answers come after the whole schedule: the first five requests of either sender hold
+    // the target's five connections throughout.
+    let servers = three_servers(|_| Action::Answer {
+        status: 200,
+        after: Duration::from_millis(1_500),
+    })
+    .await;
+    let mut plan = four_tenants(&servers);
+    plan.senders = senders(2);
+    plan.targets[0].connections.max = NonZeroUsize::new(5);
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        stop.cancel();
+    });
+    let (summary, samples, _) = run(plan, cancel).await;
+
+    assert_accounted(&summary, &samples);
+    assert_eq!(summary.sent, 5, "{summary:?}");
+    assert_eq!(summary.dropped_by_cause.connection_cap, summary.dropped);
+    assert!(summary.cancelled > 0, "{summary:?}");
+    // Neither sender sent or dropped anything scheduled after the cancel (the schedule runs to
+    // 1 s; a sender that went on would drop at the cap until then).
+    let last = samples
+        .all()
+        .iter()
+        .chain(samples.bulk().iter().map(|(s, _)| s))
+        .map(|s| s.scheduled)
+        .max()
+        .unwrap();
+    assert!(
+        last < Duration::from_millis(900),
+        "the last scheduled: {last:?}"
+    );
+    assert!(summary.stopped_sending_at.is_some());
+    // The five in flight were abandoned after the cancel's grace, recorded all the same.
+    assert_eq!(summary.abandoned, 5, "{summary:?}");
+    let seen: usize = servers.iter().map(Server::connections).sum();
+    assert_eq!(seen, 5);
 }
 
 #[tokio::test]
@@ -126,4 +205,58 @@ async fn without_keep_alive_every_request_opens_a_connection_and_with_it_they_sh
             assert!(samples.all().iter().all(|s| s.new_connections == 1));
         }
     }
+}
+
+#[test]
+fn a_run_through_a_connection_cap_without_keep_alive_reports_the_cap_biting_and_the_churn() {
+    let out = tempfile::tempdir().unwrap();
+    let folder = out.path().join("run");
+    let run = failmode_in(
+        &support::workspace(),
+        &[
+            "run",
+            &fixture_path("oracle-connections.toml").to_string_lossy(),
+            "--no-build",
+            "--out",
+            &folder.to_string_lossy(),
+        ],
+    );
+    assert!(run.status.success(), "{run:?}");
+    assert_eq!(schema_errors(&folder), Vec::<String>::new());
+    let r = RunResult::read(&folder).unwrap();
+    let target = &r.targets[0];
+    assert_eq!(
+        (target.connections.max, target.connections.keep_alive),
+        (NonZeroUsize::new(4), false)
+    );
+
+    // In the slow second nine requests would be in flight at once; four connections carry four.
+    let slow = tenant_in(&r, "oracle-slow-second", "slow", "all");
+    assert!(slow.counts.dropped > 0, "{slow:?}");
+    assert_eq!(r.load.dropped_by_cause.connection_cap, r.load.dropped);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("max_connections (oracle-slow-second 4)")),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        r.untrusted_because.is_empty(),
+        "the cap is the scenario's client"
+    );
+
+    // Without keep-alive every request sent opened its connection.
+    let steady = tenant_in(&r, "oracle-slow-second", "steady", "all");
+    assert_eq!(steady.counts.new_connections, steady.counts.attempts());
+    let phase = target.phases.iter().find(|p| p.name == "steady").unwrap();
+    let per_s = phase.new_connections_per_s.unwrap();
+    assert!((per_s - 24.0).abs() <= 1.0, "{per_s} a second at 24 req/s");
+    let series = read_series(&folder).unwrap();
+    let opened: u64 = series
+        .iter()
+        .filter(|row| row.tenant != "all")
+        .map(|row| row.counts.new_connections)
+        .sum();
+    assert_eq!(opened, r.load.sent);
 }

@@ -492,7 +492,7 @@ fn compare_finds_a_tail_in_three_seconds_of_ten_and_a_slower_recovery_and_nothin
     run_compare_side(&cand, "6..9: delay 400; 13..17: status 500");
 
     // One run a side on a shared 2-core machine: identical runs' p99 differ by a few ms
-    // (measured here: 12.4 vs 8.8 ms in the 2 s steady phase, 10.9 vs 7.8 ms in recovery, with
+    // (measured here: 12.4 vs 8.8 ms in a 2 s steady phase, 10.9 vs 7.8 ms in recovery, with
     // another run beside them), which the default 1 ms floor calls a change. The floor here is
     // above that noise and far below the 400 ms tail the test is about; the default stays 1 ms
     // (docs/compare.md: repeats, or --floor-ms, on a noisy machine).

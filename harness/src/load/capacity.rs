@@ -162,6 +162,7 @@ pub async fn measure() -> Result<f64, LoadError> {
     let addr = listener.local_addr().map_err(LoadError::Start)?;
     let stop = CancellationToken::new();
     let server = tokio::spawn(serve(listener, stop.clone()));
+    let streams = std::thread::available_parallelism().map_or(1, usize::from);
     let plan = LoadPlan {
         targets: vec![TargetPlan {
             name: "calibration".into(),
@@ -172,14 +173,17 @@ pub async fn measure() -> Result<f64, LoadError> {
             },
             connections: super::Connections::default(),
         }],
-        tenants: vec![TenantPlan {
-            name: "calibration".into(),
-            caller: "calibration".into(),
-            rate_per_s: OFFERED_PER_S,
-            arrival: Arrival::Uniform,
-            spread: Spread::RoundRobin,
-            client: Client::None,
-        }],
+        // A stream per core, so the calibration splits over as many senders as a large run.
+        tenants: (0..streams)
+            .map(|i| TenantPlan {
+                name: format!("calibration-{i}"),
+                caller: format!("calibration-{i}"),
+                rate_per_s: OFFERED_PER_S / streams as f64,
+                arrival: Arrival::Uniform,
+                spread: Spread::RoundRobin,
+                client: Client::None,
+            })
+            .collect(),
         duration: MEASURED_FOR,
         seed: 0,
         request_timeout: Duration::from_secs(1),

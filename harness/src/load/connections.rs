@@ -7,10 +7,12 @@ use super::DropCause;
 
 /// How a target's requests use connections (a scenario's `[[targets]]` entry sets them).
 ///
-/// A connection carries one request at a time, so the requests in flight to a target are the
-/// connections in use: `max` caps both, and a request due while every allowed connection is
-/// busy is dropped and counted ([`DropCause::ConnectionCap`]), never held back: an open-model
-/// generator that waited for a connection would send late and measure itself.
+/// A connection carries one request at a time, so `max` caps the target's requests in flight
+/// (a retrying request holds its place through its backoff), and with them the connections in
+/// use; idle kept-alive connections are not counted (each sender keeps its own per instance).
+/// A request due while the cap is reached is dropped and counted
+/// ([`DropCause::ConnectionCap`]), never held back: an open-model generator that waited for a
+/// connection would send late and measure itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Connections {
     /// Connections in use at once, at most; `None`: only the scenario's in-flight bound.
@@ -19,7 +21,12 @@ pub struct Connections {
     /// Whether a connection is kept for the next request (closed after 4 s idle); without,
     /// every request opens a connection of its own and closes it, as a client without a
     /// connection pool does.
+    #[serde(default = "kept")]
     pub keep_alive: bool,
+}
+
+fn kept() -> bool {
+    true
 }
 
 impl Default for Connections {
@@ -33,10 +40,11 @@ impl Default for Connections {
 
 impl Connections {
     /// A target's bound on requests in flight with `scenario_bound` (the scenario's per
-    /// target), and what a request dropped at it is dropped for.
+    /// target), and what a request dropped at it is dropped for: the cap, when it is set and
+    /// no higher.
     pub fn bound(&self, scenario_bound: usize) -> (usize, DropCause) {
         match self.max {
-            Some(max) if max.get() < scenario_bound => (max.get(), DropCause::ConnectionCap),
+            Some(max) if max.get() <= scenario_bound => (max.get(), DropCause::ConnectionCap),
             _ => (scenario_bound, DropCause::InFlightBound),
         }
     }
@@ -54,10 +62,16 @@ mod tests {
         };
         assert_eq!(capped(5).bound(100), (5, DropCause::ConnectionCap));
         assert_eq!(capped(500).bound(100), (100, DropCause::InFlightBound));
-        assert_eq!(capped(100).bound(100), (100, DropCause::InFlightBound));
+        assert_eq!(capped(100).bound(100), (100, DropCause::ConnectionCap));
         assert_eq!(
             Connections::default().bound(100),
             (100, DropCause::InFlightBound)
         );
+    }
+
+    #[test]
+    fn settings_written_without_keep_alive_read_as_kept_alive() {
+        let c: Connections = serde_json::from_str(r#"{"max": 5}"#).unwrap();
+        assert_eq!((c.max, c.keep_alive), (NonZeroUsize::new(5), true));
     }
 }

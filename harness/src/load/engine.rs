@@ -17,8 +17,8 @@
 //!   requests to a runtime worker would wake two threads per due instant instead of one, and
 //!   no scheduler shared with the harness (fault timeline, progress display) can hold a send
 //!   back.
-//! - At most one wake-up per [`PACING_QUANTUM`] (100 µs; [`WIDE_PACING_QUANTUM`], 250 µs, above
-//!   10,000 req/s in total): requests falling due within it leave
+//! - At most one wake-up per [`PACING_QUANTUM`] (100 µs; [`WIDE_PACING_QUANTUM`], 250 µs, for
+//!   a sender above 10,000 req/s of its own): requests falling due within it leave
 //!   together at its end. At 20,000 req/s this halved the CPU per request (38.5 → 18.8 µs) for
 //!   a send-lag p99 of 0.13 → 0.16 ms; below 10,000 req/s it rarely merges anything. The lag
 //!   stays under the quantum plus the kernel's wake-up latency (~50 µs here). 250 µs brought
@@ -76,7 +76,7 @@ const CLIENT_SEED_SALT: u64 = 0x636c_6965_6e74_7321;
 /// together at its end.
 const PACING_QUANTUM: Duration = Duration::from_micros(100);
 
-/// Above this total rate wake-ups, not HTTP, dominate the client's CPU: the quantum widens to
+/// Above this rate of one sender wake-ups, not HTTP, dominate its CPU: the quantum widens to
 /// [`WIDE_PACING_QUANTUM`], trading send lag (p99 ~0.3 ms) for CPU (below oha's at 20,000/s).
 const WIDE_PACING_ABOVE_PER_S: f64 = 10_000.0;
 const WIDE_PACING_QUANTUM: Duration = Duration::from_micros(250);
@@ -154,11 +154,11 @@ pub async fn try_run(
         .flat_map(|_| plan.tenants.iter().map(|t| t.rate_per_s * share))
         .collect();
     let plan = Arc::new(plan);
+    let assigned = shard::assign(&rates, plan.senders.count(&rates));
+    let senders = assigned.len();
     let mut shards = FuturesUnordered::new();
-    for (k, streams) in shard::assign(&rates, plan.senders.count(&rates))
-        .into_iter()
-        .enumerate()
-    {
+    let mut failed_to_start = None;
+    for (k, streams) in assigned.into_iter().enumerate() {
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         let (plan, prepared, recorder, stop) = (
             Arc::clone(&plan),
@@ -167,6 +167,7 @@ pub async fn try_run(
             cancel.clone(),
         );
         let shared = shared.clone();
+        let rates = rates.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("failmode-load-{k}"))
             .spawn(move || {
@@ -176,7 +177,9 @@ pub async fn try_run(
                     .build()
                     .map_err(LoadError::Start)
                     .and_then(|runtime| {
-                        let load = Load::new(prepared, &plan, &streams, start, recorder, shared);
+                        let rate = streams.iter().map(|&i| rates[i]).sum();
+                        let load = Load::new(prepared, &plan, &streams, start, recorder, shared)
+                            .sender(k, senders, rate);
                         // Leaving block_on stops every task; dropping the runtime drops what
                         // is left (the abandoned requests), each recording its sample, before
                         // the caller hears the result.
@@ -188,14 +191,17 @@ pub async fn try_run(
                 let _ = done_tx.send(result);
             });
         if let Err(e) = spawned {
+            // The senders already started stop and are waited for below: none records after
+            // this returns.
             cancel.cancel();
-            return Err(LoadError::Start(e));
+            failed_to_start = Some(LoadError::Start(e));
+            break;
         }
         shards.push(async move { done_rx.await.unwrap_or(Err(LoadError::Panicked)) });
     }
     // Every sender's result, the first failure stopping the others: a run with a sender
     // missing would send part of its schedule and call it whole.
-    let mut summary = Ok(LoadSummary::default());
+    let mut summary = failed_to_start.map_or(Ok(LoadSummary::default()), Err);
     while let Some(result) = shards.next().await {
         match (result, &mut summary) {
             (Ok(part), Ok(total)) => total.add(&part),
@@ -208,7 +214,10 @@ pub async fn try_run(
     }
     stop_on_drop.disarm();
     // Read once every sender's runtime, and with it every request's task, is gone.
-    summary.map(|summary| shared.settled.complete(summary))
+    summary.map(|mut summary| {
+        summary.senders = u32::try_from(senders).unwrap_or(u32::MAX);
+        shared.settled.complete(summary)
+    })
 }
 
 /// What the senders share: the in-flight bound of each target (with what a request dropped
@@ -281,6 +290,8 @@ struct Load {
     /// No retry starts once this fires.
     cancel: CancellationToken,
     quantum: Duration,
+    /// Which sender this is, of how many: it tells the recorder how far it has dispatched.
+    sender: (usize, usize),
     request_timeout: Duration,
     recorder: Arc<dyn Recorder>,
     tasks: TaskTracker,
@@ -338,10 +349,6 @@ impl Load {
                 }
             })
             .collect();
-        let rate: f64 = streams
-            .iter()
-            .map(|s| plan.tenants[s.tenant].rate_per_s)
-            .sum();
         Self {
             // Each sender its own pools: a connection's task lives on the runtime that
             // opened it.
@@ -353,7 +360,8 @@ impl Load {
                 .collect(),
             prepared,
             streams,
-            quantum: pacing_quantum(rate),
+            quantum: PACING_QUANTUM,
+            sender: (0, 1),
             in_flight: shared.in_flight,
             keep_alive: plan
                 .targets
@@ -371,6 +379,24 @@ impl Load {
         }
     }
 
+    /// Sender `k` of `senders`, sending `rate_per_s` (its share of its streams): its pacing
+    /// quantum follows its own rate, since the wake-ups are its thread's.
+    fn sender(mut self, k: usize, senders: usize, rate_per_s: f64) -> Self {
+        self.sender = (k, senders);
+        self.quantum = pacing_quantum(rate_per_s);
+        self
+    }
+
+    /// Tells the recorder how far this sender has dispatched, when that reached a new second.
+    fn report_progress(&self, due: &BinaryHeap<Reverse<(Duration, usize)>>, reported: &mut u64) {
+        let until = due.peek().map_or(Duration::MAX, |&Reverse((next, _))| next);
+        if until.as_secs() > *reported {
+            *reported = until.as_secs();
+            let (k, senders) = self.sender;
+            self.recorder.dispatched(k, senders, until);
+        }
+    }
+
     async fn drive(mut self, cancel: CancellationToken) -> Result<LoadSummary, LoadError> {
         let pacer = Pacer::new().map_err(LoadError::Timer)?;
         self.cancel = cancel.clone();
@@ -384,6 +410,7 @@ impl Load {
 
         let mut was_cancelled = false;
         let mut next_wake = self.start;
+        let mut reported = 0;
         while let Some(&Reverse((next, _))) = due.peek() {
             let next_at = (self.start + next).max(next_wake);
             if Instant::now() < next_at {
@@ -423,6 +450,7 @@ impl Load {
                     due.push(Reverse((after, i)));
                 }
             }
+            self.report_progress(&due, &mut reported);
             if dispatched == MAX_DUE_PER_PASS {
                 // A burst larger than a pass: the rest is due already, so no quantum's sleep.
                 next_wake = now;
@@ -440,6 +468,8 @@ impl Load {
             self.summary.stopped_sending_at =
                 Some(Instant::now().saturating_duration_since(self.start));
         }
+        // Nothing more leaves this sender (a cancelled run's rest is counted, not recorded).
+        self.report_progress(&BinaryHeap::new(), &mut reported);
         self.tasks.close();
         let grace = CANCEL_GRACE.min(self.request_timeout);
         if was_cancelled {

@@ -1,10 +1,16 @@
-//! One HTTP exchange on a pooled keep-alive connection: send, drain the answer, and say what
+//! One HTTP exchange on a pooled keep-alive connection (or, for a target without keep-alive, a
+//! connection of its own, closed after the answer): send, drain the answer, and say what
 //! became of it. A failure is an outcome here, never an error to propagate.
+//!
+//! Without keep-alive our side closes first, so each connection waits in TIME_WAIT on this
+//! machine for a minute: on loopback Linux reuses those ports, but against a remote
+//! deployment the source ports to one address run out above a few hundred new connections a
+//! second, and the connects fail (counted as the target's transport errors).
 //!
 //! The pool is a stack of idle HTTP/1 connections per instance on hyper's connection API,
 //! not hyper-util's legacy client: on the project's 2-core machine the legacy client's pool
 //! (a shared map keyed and hashed per request, a checkout racing a connect, a spawned task
-//! per connection attempt) cost more client CPU per request than everything else the load
+//! per connection attempt) cost more client CPU per request than everything else a sender
 //! thread does in user space. A connection is used by one request at a time and comes back
 //! only after its answer is drained, so the connections of an instance never outnumber the
 //! requests in flight to it. A connection idle for [`IDLE_TIMEOUT`] is closed by us: a fault

@@ -12,7 +12,8 @@
 //! - `connections`: how a target's requests use connections: a cap, keep-alive
 //!   ([`Connections`]).
 //! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`).
-//! - `exchange`: one HTTP exchange on a pooled keep-alive connection, and its classification.
+//! - `exchange`: one HTTP exchange on a pooled keep-alive connection (or a connection of its
+//!   own, without keep-alive), and its classification.
 //!   A target that tells callers by source address gets a pool per instance × tenant, each
 //!   connection bound to the tenant's loopback address.
 //! - `prepared`: each target × tenant's request parts, checked once: path, caller header or
@@ -272,8 +273,7 @@ pub enum Outcome {
     /// Any other status (a 400 or 404 means the target or the plan is misconfigured).
     OtherStatus(u16),
     Transport(TransportError),
-    /// Not sent, for the cause it carries (today: the target already had
-    /// `max_in_flight_per_target` requests in flight). Its sample's durations are all zero,
+    /// Not sent, for the cause it carries ([`DropCause`]). Its sample's durations are all zero,
     /// as measured; but a drop must never make the tail look better, so the metrics count it
     /// in the latency histograms as a request that waited the whole request timeout (not in
     /// the service time: it was never sent). See [`crate::metrics`].
@@ -351,6 +351,13 @@ pub trait Recorder: Send + Sync + 'static {
     /// `n` samples identical to `sample` at once: arrivals dropped in bulk, which a generator
     /// that fell behind must not spend its time recording one by one.
     fn record_repeated(&self, sample: &Sample, n: u64);
+
+    /// Sender `sender` of `senders` has dispatched (sent, dropped or refused) every arrival
+    /// due before `until` (since the run's start; `Duration::MAX` once its schedule is done).
+    /// Said at least once a second of the schedule: the load's own clock, which stops while a
+    /// sender stalls; a recorder that closes seconds must not close one a sender has not
+    /// passed.
+    fn dispatched(&self, _sender: usize, _senders: usize, _until: Duration) {}
 }
 
 /// Totals of one engine run.
@@ -377,19 +384,21 @@ pub struct LoadSummary {
     /// covered the timeline up to here (the grace given to the requests in flight after it
     /// sent nothing). `None` when every scheduled request was sent.
     pub stopped_sending_at: Option<Duration>,
+    /// The sender threads the schedule was split over.
+    pub senders: u32,
 }
 
 impl LoadSummary {
-    /// Adds another sender's totals: every count, and the latest stop.
+    /// Adds another sender's totals: its counts, and the latest stop.
     pub fn add(&mut self, other: &LoadSummary) {
         self.scheduled += other.scheduled;
         self.sent += other.sent;
-        self.retries += other.retries;
         self.throttled += other.throttled;
         self.dropped += other.dropped;
         self.dropped_by_cause.add(&other.dropped_by_cause);
         self.cancelled += other.cancelled;
-        self.abandoned += other.abandoned;
+        // Not `retries` and `abandoned`: the requests' tasks count those, read once every
+        // sender is done (`Settled::complete`); nor `senders`, which [`super::try_run`] sets.
         self.stopped_sending_at = self.stopped_sending_at.max(other.stopped_sending_at);
     }
 }

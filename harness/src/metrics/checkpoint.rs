@@ -40,16 +40,18 @@ pub struct CheckpointedSecond {
 
 impl Collector {
     /// A checkpoint `elapsed` into the load: the seconds no request can still be sent or
-    /// answered in are closed. By the load's clock (the latest second a request was sent in),
-    /// not by `elapsed` alone: a load thread that stalls records its backlog late, and its
-    /// seconds must still be open for it.
+    /// answered in are closed. By the load's clock (the latest second a request was sent in,
+    /// and the least any sender has dispatched to), not by `elapsed` alone: a sender that
+    /// stalls records its backlog late, and its seconds must still be open for it.
     pub fn checkpoint_at(&self, elapsed: Duration) -> Checkpoint {
-        let latest = self
-            .inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .latest_sent_second;
-        let now = (elapsed.as_secs() as usize).min(latest);
+        let clock = {
+            let state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let slowest = state.dispatched.iter().min().map_or(usize::MAX, |d| {
+                usize::try_from(d.as_secs()).unwrap_or(usize::MAX)
+            });
+            state.latest_sent_second.min(slowest)
+        };
+        let now = (elapsed.as_secs() as usize).min(clock);
         self.checkpoint(now.saturating_sub(self.hold_s))
     }
 

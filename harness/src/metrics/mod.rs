@@ -258,10 +258,14 @@ struct State {
     /// Seconds below this were handed out by a checkpoint.
     checkpointed_below: usize,
     /// The latest scheduled second of a request sent and recorded: the load's own clock, which
-    /// stops when the load thread stalls (wall time would not). Not moved by drops: the
+    /// stops when the sender stalls (wall time would not). Not moved by drops: the
     /// dispatcher drops one stream's backlog after another, and a later stream's older
     /// seconds must still be open for its drops.
     latest_sent_second: usize,
+    /// Per sender, how far it has dispatched ([`Recorder::dispatched`]); empty until one
+    /// says. With several senders the latest second sent is the fastest one's: a stalled
+    /// sender's seconds stay open until it has passed them.
+    dispatched: Vec<Duration>,
     /// Every sample so far, counted once (outside phases too).
     totals: Counts,
     dropped_by_cause: DroppedByCause,
@@ -421,6 +425,7 @@ impl Collector {
                 lag_changed: vec![false; shape.targets],
                 checkpointed_below: 0,
                 latest_sent_second: 0,
+                dispatched: Vec::new(),
                 totals: Counts::default(),
                 dropped_by_cause: DroppedByCause::default(),
             }),
@@ -451,6 +456,16 @@ impl Collector {
 }
 
 impl Recorder for Collector {
+    fn dispatched(&self, sender: usize, senders: usize, until: Duration) {
+        let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if state.dispatched.len() < senders {
+            state.dispatched.resize(senders, Duration::ZERO);
+        }
+        if let Some(d) = state.dispatched.get_mut(sender) {
+            *d = (*d).max(until);
+        }
+    }
+
     fn record_repeated(&self, s: &Sample, n: u64) {
         let live = &self.live[s.target];
         // Done means sent and settled: a drop is shown apart, so that a generator dropping

@@ -222,7 +222,7 @@ fn a_checkpoint_hands_out_each_closed_second_once_and_only_the_cells_that_change
 }
 
 #[test]
-fn seconds_close_by_the_loads_clock_so_a_stalled_load_thread_finds_its_seconds_open() {
+fn seconds_close_by_the_loads_clock_so_a_stalled_sender_finds_its_seconds_open() {
     let c = Collector::new(Shape {
         targets: 1,
         tenants: 1,
@@ -260,6 +260,52 @@ fn seconds_close_by_the_loads_clock_so_a_stalled_load_thread_finds_its_seconds_o
         c.checkpoint(0).totals.offered,
         5,
         "every sample, counted once"
+    );
+}
+
+#[test]
+fn with_two_senders_seconds_close_only_once_the_slower_one_has_dispatched_past_them() {
+    let c = Collector::new(Shape {
+        targets: 1,
+        tenants: 2,
+        phases: vec![(Duration::ZERO, Duration::from_secs(30))],
+        duration: Duration::from_secs(30),
+        longest_request: Duration::from_millis(1_500),
+        request_timeout: Duration::from_millis(1_500),
+    });
+    let closed = |c: &Collector| {
+        c.checkpoint_at(Duration::from_secs(20))
+            .seconds
+            .iter()
+            .map(|s| s.second)
+            .max()
+    };
+    // Sender 0 (tenant 0) is at second 12; sender 1 (tenant 1) stalled at second 3.
+    c.record(&sample(0, 0, 12_100, Outcome::Admitted));
+    c.record(&sample(0, 1, 3_100, Outcome::Admitted));
+    c.dispatched(0, 2, Duration::from_millis(12_200));
+    c.dispatched(1, 2, Duration::from_millis(3_200));
+    assert_eq!(closed(&c), None, "second 3 and before: held for sender 1");
+    // Sender 1 catches up to second 8 (its backlog dropped, recorded in its seconds).
+    c.record(&sample(0, 1, 3_900, DROPPED));
+    c.dispatched(1, 2, Duration::from_millis(8_000));
+    assert_eq!(
+        closed(&c),
+        Some(3),
+        "second 3 closes once both passed second 7"
+    );
+    let m = c.snapshot();
+    assert!(
+        m.seconds[0][1][3].max_us >= 1_500_000,
+        "the late drop found its second open and counted its latency"
+    );
+    // Done senders hold nothing back.
+    c.dispatched(0, 2, Duration::MAX);
+    c.dispatched(1, 2, Duration::MAX);
+    assert_eq!(
+        closed(&c),
+        Some(7),
+        "by the latest second sent (12) less the hold"
     );
 }
 

@@ -398,6 +398,7 @@ fn totals(state: &State) -> LoadTotals {
         abandoned: 0,
         retries: all.retries,
         throttled: all.throttled,
+        senders: 0,
     }
 }
 

@@ -202,6 +202,10 @@ pub struct LoadTotals {
     /// Refused by the tenants' own clients (adaptive throttling).
     #[serde(default)]
     pub throttled: u64,
+    /// The sender threads the load was split over (the most in one process, for a batched or
+    /// merged run; 0: not recorded, a run.json from before, or a journal's rebuild).
+    #[serde(default)]
+    pub senders: u32,
 }
 
 impl LoadTotals {
@@ -215,6 +219,7 @@ impl LoadTotals {
         self.abandoned += other.abandoned;
         self.retries += other.retries;
         self.throttled += other.throttled;
+        self.senders = self.senders.max(other.senders);
     }
 }
 

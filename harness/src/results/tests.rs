@@ -84,7 +84,8 @@ fn store_amplification_is_per_request_offered_and_per_attempt_beside_it() {
 }
 
 #[test]
-fn a_run_whose_generator_dropped_requests_or_fell_behind_is_untrusted() {
+fn a_run_whose_generator_dropped_requests_or_fell_behind_is_untrusted_but_not_for_a_connection_cap()
+{
     let mut run = fixture::run("t", vec![target("a", Counts::default())]);
     run.load.scheduled = 10_000;
     assert!(run.untrusted().is_empty());
@@ -93,6 +94,13 @@ fn a_run_whose_generator_dropped_requests_or_fell_behind_is_untrusted() {
     run.load.dropped = 11;
     let why = run.untrusted();
     assert!(why[0].contains("dropped 11 of 10000"), "{why:?}");
+    // Drops at a target's connection cap are the scenario's client, not the generator's.
+    run.load.dropped = 500;
+    run.load.dropped_by_cause.connection_cap = 480;
+    let why = run.untrusted();
+    assert!(why[0].contains("dropped 20 of 10000"), "{why:?}");
+    run.load.dropped_by_cause.connection_cap = 500;
+    assert!(run.untrusted().is_empty());
     run.load.dropped = 0;
     run.targets[0].send_lag_us = Some(fixture::flat_latency(60_000));
     let why = run.untrusted();

@@ -2,6 +2,8 @@
 //! share of the schedule and of the in-flight bound; the warning when that is more than this
 //! machine's generator sends; and the line that announces it.
 
+use std::num::NonZeroUsize;
+
 use super::RunOptions;
 use super::progress::Say;
 use super::world::World;
@@ -43,14 +45,28 @@ pub(super) fn in_flight_bound(scenario: &Scenario, worker: Option<Worker>) -> us
     worker_share(scenario.max_in_flight_per_target, worker)
 }
 
-/// How this process's requests to `target` use connections: a worker its share of the
-/// target's connection cap, as of the in-flight bound.
+/// How this process's requests to `target` use connections. Whether the cap binds is decided
+/// on the scenario's whole values (a cap no lower than the in-flight bound is none); a worker
+/// then gets its exact share of the cap, so the workers together hold it (but at least one
+/// connection each: a cap below the number of workers is exceeded, docs/distributed.md).
 fn connections(scenario: &Scenario, target: &str, worker: Option<Worker>) -> load::Connections {
     let mut connections = scenario.connections_of(target);
     connections.max = connections
         .max
-        .and_then(|max| std::num::NonZeroUsize::new(worker_share(max.get(), worker)));
+        .filter(|max| max.get() < scenario.max_in_flight_per_target)
+        .map(|max| match worker.map(|w| w.role) {
+            Some(Role::Sender(share)) => exact_share(max, share),
+            _ => max,
+        });
     connections
+}
+
+/// Worker `share.index()` of `share.count()`'s part of `bound`: the parts differ by one at
+/// most and add up to it, none below one.
+fn exact_share(bound: NonZeroUsize, share: load::Share) -> NonZeroUsize {
+    let (n, k) = (share.count() as usize, share.index() as usize);
+    let part = bound.get() / n + usize::from(k <= bound.get() % n);
+    NonZeroUsize::new(part).unwrap_or(NonZeroUsize::MIN)
 }
 
 /// A worker's share of a bound (rounded up, so N workers never hold less than one process).
@@ -112,4 +128,34 @@ pub(super) fn announce(scenario: &Scenario, defs: &[TargetDef], names: &[String]
         scenario.limit,
         scenario.window
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_exact_shares_of_a_connection_cap_add_up_to_it_none_below_one() {
+        for (cap, workers) in [(9, 4), (5, 5), (100, 3), (1, 1)] {
+            let parts: Vec<usize> = (1..=workers)
+                .map(|k| {
+                    let share = load::Share::new(k, workers).unwrap();
+                    exact_share(NonZeroUsize::new(cap).unwrap(), share).get()
+                })
+                .collect();
+            assert_eq!(
+                parts.iter().sum::<usize>(),
+                cap,
+                "{cap} over {workers}: {parts:?}"
+            );
+            assert!(parts.iter().max().unwrap() - parts.iter().min().unwrap() <= 1);
+        }
+        let one = NonZeroUsize::MIN;
+        let share = load::Share::new(4, 4).unwrap();
+        assert_eq!(
+            exact_share(one, share),
+            one,
+            "a cap below the workers: one each"
+        );
+    }
 }

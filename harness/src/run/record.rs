@@ -161,6 +161,7 @@ pub(super) fn assemble(
             abandoned: ran.summary.abandoned,
             retries: ran.summary.retries,
             throttled: ran.summary.throttled,
+            senders: ran.summary.senders,
         },
         notes,
         batches: Vec::new(),
@@ -287,6 +288,29 @@ fn trouble_notes(opts: &RunOptions, ran: &Ran) -> Vec<String> {
                     opts.scenario.max_in_flight_per_target,
                     share.count()
                 ),
+                _ => String::new(),
+            }
+        ));
+    }
+    if ran.summary.dropped_by_cause.connection_cap > 0 {
+        let capped: Vec<String> = ran
+            .names
+            .iter()
+            .filter_map(|name| {
+                let max = opts.scenario.connections_of(name).max?;
+                Some(format!("{name} {max}"))
+            })
+            .collect();
+        notes.push(format!(
+            "{} requests were not sent: a target's max_connections ({}{}) was reached; they \
+             count as waiting the request timeout, and not against the run's trust (the cap is \
+             the scenario's client)",
+            ran.summary.dropped_by_cause.connection_cap,
+            capped.join(", "),
+            match opts.worker.map(|w| w.role) {
+                Some(Role::Sender(share)) if share.count() > 1 => {
+                    format!("; shared among {} workers", share.count())
+                }
                 _ => String::new(),
             }
         ));

@@ -1,7 +1,7 @@
 //! Driving the load engine directly: a recorder that keeps every sample, the plan of one
 //! target at some instances, and the accounting every engine run must satisfy.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,20 +12,39 @@ use failmode::load::{
 };
 use tokio_util::sync::CancellationToken;
 
-/// Every sample recorded one by one, and those recorded in bulk with their count.
+/// Every sample recorded one by one, and those recorded in bulk with their count; the threads
+/// that recorded them, and every sender's reports of how far it has dispatched.
 #[derive(Default)]
 pub(crate) struct Samples {
     one_by_one: Mutex<Vec<Sample>>,
     bulk: Mutex<Vec<(Sample, u64)>>,
+    threads: Mutex<BTreeSet<String>>,
+    dispatched: Mutex<Vec<(usize, usize, Duration)>>,
+}
+
+impl Samples {
+    fn note_thread(&self) {
+        let name = std::thread::current().name().unwrap_or("").to_owned();
+        self.threads.lock().unwrap().insert(name);
+    }
 }
 
 impl Recorder for Samples {
     fn record(&self, sample: &Sample) {
+        self.note_thread();
         self.one_by_one.lock().unwrap().push(*sample);
     }
 
     fn record_repeated(&self, sample: &Sample, n: u64) {
+        self.note_thread();
         self.bulk.lock().unwrap().push((*sample, n));
+    }
+
+    fn dispatched(&self, sender: usize, senders: usize, until: Duration) {
+        self.dispatched
+            .lock()
+            .unwrap()
+            .push((sender, senders, until));
     }
 }
 
@@ -37,6 +56,16 @@ impl Samples {
 
     pub(crate) fn bulk(&self) -> Vec<(Sample, u64)> {
         self.bulk.lock().unwrap().clone()
+    }
+
+    /// The names of the threads that recorded samples.
+    pub(crate) fn threads(&self) -> BTreeSet<String> {
+        self.threads.lock().unwrap().clone()
+    }
+
+    /// `(sender, senders, until)`, as the senders said them.
+    pub(crate) fn dispatched(&self) -> Vec<(usize, usize, Duration)> {
+        self.dispatched.lock().unwrap().clone()
     }
 
     /// Every sample, one by one or in bulk, by outcome.
