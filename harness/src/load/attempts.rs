@@ -14,6 +14,14 @@ use super::members::Members;
 use super::prepared::Prepared;
 use super::{Outcome, Rotation, Spread};
 
+/// What a retrying client's request needs beyond one attempt: its backoff jitter, and the run's
+/// cancellation (no retry starts once it fires). Only such a request clones the token, whose
+/// clone and drop take a lock.
+pub(super) struct Retrying {
+    pub(super) rng: ChaCha8Rng,
+    pub(super) cancel: CancellationToken,
+}
+
 /// One request and the retries its client sends after it.
 pub(super) struct Attempts {
     pub(super) prepared: Arc<Prepared>,
@@ -22,14 +30,13 @@ pub(super) struct Attempts {
     pub(super) members: Arc<Members>,
     pub(super) rotation: Rotation,
     pub(super) version: u64,
-    pub(super) cancel: CancellationToken,
     pub(super) target: usize,
     pub(super) tenant: usize,
     pub(super) first_instance: usize,
     pub(super) spread: Spread,
     pub(super) client: Client,
-    /// Present when the client retries: its backoff jitter.
-    pub(super) rng: Option<ChaCha8Rng>,
+    /// Present when the client retries.
+    pub(super) retrying: Option<Retrying>,
     pub(super) throttle: Option<Arc<Mutex<Throttle>>>,
     /// Whether its connections are kept for the next request.
     pub(super) keep_alive: bool,
@@ -67,9 +74,10 @@ impl Attempts {
                     .unwrap_or_else(|e| e.into_inner())
                     .accept(now);
             }
-            let Some(rng) = self.rng.as_mut() else {
+            let Some(retrying) = self.retrying.as_mut() else {
                 return outcome;
             };
+            let rng = &mut retrying.rng;
             let Some(wait) = self
                 .client
                 .next_wait(sent.attempts, outcome, retry_after, rng)
@@ -84,7 +92,11 @@ impl Attempts {
             if !wait.is_zero() {
                 tokio::time::sleep_until(at.into()).await;
             }
-            if self.cancel.is_cancelled() {
+            if self
+                .retrying
+                .as_ref()
+                .is_some_and(|r| r.cancel.is_cancelled())
+            {
                 return outcome;
             }
             if self.rotation.version() != self.version {

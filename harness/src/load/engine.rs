@@ -57,7 +57,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::attempts::Attempts;
+use super::attempts::{Attempts, Retrying};
 use super::client::{Client, Throttle};
 use super::error::LoadError;
 use super::in_flight::{InFlight, Settled};
@@ -572,17 +572,15 @@ impl Load {
             members,
             rotation: followed.rotation.clone(),
             version: followed.version,
-            cancel: self.cancel.clone(),
             target,
             tenant,
             first_instance: instance,
             spread: stream.spread,
             client: stream.client,
-            rng: if stream.client.retries() {
-                Some(ChaCha8Rng::seed_from_u64(stream.rng.random()))
-            } else {
-                None
-            },
+            retrying: stream.client.retries().then(|| Retrying {
+                rng: ChaCha8Rng::seed_from_u64(stream.rng.random()),
+                cancel: self.cancel.clone(),
+            }),
             throttle: stream.throttle.clone(),
             keep_alive: self.keep_alive[target],
             start: self.start,
