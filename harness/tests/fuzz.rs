@@ -311,6 +311,8 @@ const SCENARIO_KEYS: &[&str] = &[
     "manifest",
     "variant",
     "instances",
+    "max_connections",
+    "keep_alive",
     "phases",
     "start",
     "end",

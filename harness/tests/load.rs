@@ -1,7 +1,7 @@
 //! The load engine against a real loopback server it cannot tell from a target: rates,
-//! open-model sending through a stall, failure classification, the in-flight bound, spread
-//! over instances and a balancer that follows them as they come and go, cancellation, and the
-//! tenants' client behaviours (retries, throttling).
+//! open-model sending through a stall, failure classification, the in-flight bound and a
+//! target's connection cap, spread over instances and a balancer that follows them as they
+//! come and go, cancellation, and the tenants' client behaviours (retries, throttling).
 //!
 //! The server is the test kit's scripted one (`support::scripted_server`).
 
@@ -227,46 +227,63 @@ async fn a_server_that_never_answers_is_a_timeout_at_the_request_timeout() {
 }
 
 #[tokio::test]
-async fn requests_due_beyond_the_in_flight_bound_are_dropped_and_counted_not_delayed() {
-    // Answers come after the whole schedule: the first five hold the five slots throughout.
-    let server = Server::start(|_| Action::Answer {
-        status: 200,
-        after: Duration::from_millis(700),
-    })
-    .await;
-    let mut plan = plan(
-        vec![server.addr],
-        vec![tenant("acme", 100.0, Spread::Sticky)],
-        Duration::from_millis(500),
-    );
-    plan.max_in_flight_per_target = 5;
-    let (summary, samples, _) = run(plan, CancellationToken::new()).await;
+async fn requests_due_beyond_the_in_flight_bound_or_a_connection_cap_are_dropped_by_cause_not_delayed()
+ {
+    for cause in [DropCause::InFlightBound, DropCause::ConnectionCap] {
+        // Answers come after the whole schedule: the first five hold the five slots throughout.
+        let server = Server::start(|_| Action::Answer {
+            status: 200,
+            after: Duration::from_millis(700),
+        })
+        .await;
+        let mut plan = plan(
+            vec![server.addr],
+            vec![tenant("acme", 100.0, Spread::Sticky)],
+            Duration::from_millis(500),
+        );
+        match cause {
+            DropCause::InFlightBound => plan.max_in_flight_per_target = 5,
+            _ => plan.targets[0].connections.max = std::num::NonZeroUsize::new(5),
+        }
+        let (summary, samples, _) = run(plan, CancellationToken::new()).await;
 
-    assert_accounted(&summary, &samples);
-    assert_eq!(
-        (summary.scheduled, summary.sent, summary.dropped),
-        (50, 5, 45)
-    );
-    assert_eq!(summary.dropped_by_cause.in_flight_bound, 45);
-    assert_eq!(server.count_of("acme"), 5);
-    let at_the_bound = Outcome::Dropped(DropCause::InFlightBound);
-    let outcomes = samples.outcomes();
-    assert_eq!(
-        (outcomes[&at_the_bound], outcomes[&Outcome::Admitted]),
-        (45, 5)
-    );
-    // Dropped at their scheduled time, not queued behind the bound. The sample says what
-    // was measured (nothing); the metrics count its latency as the request timeout.
-    let dropped: Vec<Sample> = samples
-        .all()
-        .into_iter()
-        .filter(|s| s.outcome == at_the_bound)
-        .collect();
-    assert!(
-        dropped
-            .iter()
-            .all(|s| s.latency == Duration::ZERO && s.send_lag == Duration::ZERO)
-    );
+        assert_accounted(&summary, &samples);
+        assert_eq!(
+            (summary.scheduled, summary.sent, summary.dropped),
+            (50, 5, 45)
+        );
+        let by_cause = summary.dropped_by_cause;
+        assert_eq!(
+            (by_cause.in_flight_bound, by_cause.connection_cap),
+            match cause {
+                DropCause::InFlightBound => (45, 0),
+                _ => (0, 45),
+            }
+        );
+        assert_eq!(
+            (server.count_of("acme"), server.connections()),
+            (5, 5),
+            "{cause:?}"
+        );
+        let at_the_bound = Outcome::Dropped(cause);
+        let outcomes = samples.outcomes();
+        assert_eq!(
+            (outcomes[&at_the_bound], outcomes[&Outcome::Admitted]),
+            (45, 5)
+        );
+        // Dropped at their scheduled time, not queued behind the bound, never sent. The
+        // sample says what was measured (nothing); the metrics count its latency as the
+        // request timeout.
+        assert!(
+            samples
+                .all()
+                .iter()
+                .filter(|s| s.outcome == at_the_bound)
+                .all(|s| s.latency == Duration::ZERO
+                    && s.send_lag == Duration::ZERO
+                    && s.new_connections == 0)
+        );
+    }
 }
 
 #[tokio::test]

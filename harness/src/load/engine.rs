@@ -23,7 +23,8 @@
 //!   a send-lag p99 of 0.13 → 0.16 ms; below 10,000 req/s it rarely merges anything. The lag
 //!   stays under the quantum plus the kernel's wake-up latency (~50 µs here). 250 µs brought
 //!   20,000 req/s to 11 µs per request (below oha's 14.5 µs) at a lag p99 of 0.31 ms: worth it
-//!   only where the 0.2 ms lag goal (set at 5,000 req/s) does not apply.
+//!   only where the 0.2 ms lag goal (set at 5,000 req/s) does not apply. (Measured with one
+//!   sender on a quiet day of the VM; later days' runs are in docs/bench-loadgen.md.)
 //!
 //! Bounds: at most `max_in_flight_per_target` requests in flight per target, or the target's
 //! `max_connections` if lower (a semaphore the senders share); one due beyond it is dropped

@@ -3,9 +3,10 @@
 //! became of it. A failure is an outcome here, never an error to propagate.
 //!
 //! Without keep-alive our side closes first, so each connection waits in TIME_WAIT on this
-//! machine for a minute: on loopback Linux reuses those ports, but against a remote
-//! deployment the source ports to one address run out above a few hundred new connections a
-//! second, and the connects fail (counted as the target's transport errors).
+//! machine for a minute: on loopback Linux reuses those ports for a connect, but a bound
+//! source address (a target told callers by it) or a remote deployment runs out of source
+//! ports above a few hundred new connections a second, and the connects fail (counted as the
+//! target's transport errors).
 //!
 //! The pool is a stack of idle HTTP/1 connections per instance on hyper's connection API,
 //! not hyper-util's legacy client: on the project's 2-core machine the legacy client's pool

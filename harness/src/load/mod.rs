@@ -352,8 +352,9 @@ pub trait Recorder: Send + Sync + 'static {
     /// that fell behind must not spend its time recording one by one.
     fn record_repeated(&self, sample: &Sample, n: u64);
 
-    /// Sender `sender` of `senders` has dispatched (sent, dropped or refused) every arrival
-    /// due before `until` (since the run's start; `Duration::MAX` once its schedule is done).
+    /// Sender `sender` of `senders` has dispatched (handed to its request's task, dropped or
+    /// refused) every arrival due before `until` (since the run's start; `Duration::MAX` once
+    /// it sends nothing more: its schedule is done, or the run was cancelled).
     /// Said at least once a second of the schedule: the load's own clock, which stops while a
     /// sender stalls; a recorder that closes seconds must not close one a sender has not
     /// passed.

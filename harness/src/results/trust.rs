@@ -146,7 +146,8 @@ pub fn broken_before_any_fault(targets: &[TargetResult]) -> Vec<String> {
 }
 
 /// The load generator's send lag above which the machine, not the targets, shapes latency:
-/// on an idle machine its p99 stays under 0.2 ms at 5,000 req/s (`just bench-loadgen`).
+/// its p99 was 0.3–2.6 ms up to 10,000 req/s on the project's 2-core machine
+/// (docs/bench-loadgen.md).
 const SATURATED_SEND_LAG_US: u64 = 5_000;
 
 /// A note when the load generator itself ran late: every process on the machine was then

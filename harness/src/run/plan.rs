@@ -45,19 +45,16 @@ pub(super) fn in_flight_bound(scenario: &Scenario, worker: Option<Worker>) -> us
     worker_share(scenario.max_in_flight_per_target, worker)
 }
 
-/// How this process's requests to `target` use connections. Whether the cap binds is decided
-/// on the scenario's whole values (a cap no lower than the in-flight bound is none); a worker
-/// then gets its exact share of the cap, so the workers together hold it (but at least one
-/// connection each: a cap below the number of workers is exceeded, docs/distributed.md).
+/// How this process's requests to `target` use connections: a worker gets its exact share of
+/// the cap (never above the scenario's in-flight bound, which validation holds to), so the
+/// workers together hold it, but at least one connection each (a cap below the number of
+/// workers is exceeded, docs/distributed.md).
 fn connections(scenario: &Scenario, target: &str, worker: Option<Worker>) -> load::Connections {
     let mut connections = scenario.connections_of(target);
-    connections.max = connections
-        .max
-        .filter(|max| max.get() < scenario.max_in_flight_per_target)
-        .map(|max| match worker.map(|w| w.role) {
-            Some(Role::Sender(share)) => exact_share(max, share),
-            _ => max,
-        });
+    connections.max = connections.max.map(|max| match worker.map(|w| w.role) {
+        Some(Role::Sender(share)) => exact_share(max, share),
+        _ => max,
+    });
     connections
 }
 

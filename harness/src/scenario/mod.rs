@@ -160,6 +160,19 @@ impl Scenario {
                 "must be at least 1".into(),
             ));
         }
+        // A cap above the in-flight bound would never bind: said, not ignored.
+        if let Some((name, max)) = targets.iter().find_map(|t| {
+            Some((&t.name, t.connections.max?)).filter(|(_, m)| m.get() > max_in_flight)
+        }) {
+            return Err(invalid.at(
+                "targets.max_connections",
+                0..0,
+                format!(
+                    "{name:?} allows {max} connections, more than load.max_in_flight_per_target \
+                     ({max_in_flight}) lets it use: lower it, or raise the bound"
+                ),
+            ));
+        }
         Ok(Self {
             name: raw.name.unwrap_or_else(|| origin.to_owned()),
             description: raw.description,

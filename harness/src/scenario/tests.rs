@@ -305,4 +305,11 @@ fn a_targets_connection_cap_and_keep_alive_are_read_and_a_cap_of_zero_is_refused
         e.contains("`targets.max_connections`") && e.contains("at least 1"),
         "{e}"
     );
+    let e = err(&with("max_connections = 10001\n"));
+    assert!(
+        e.contains("`targets.max_connections`")
+            && e.contains("\"reference\" allows 10001")
+            && e.contains("max_in_flight_per_target (10000)"),
+        "{e}"
+    );
 }
