@@ -52,11 +52,16 @@ async fn an_attached_run_drives_the_deployment_and_leaves_it_as_it_was() {
     let fault = &t.phases[1];
     assert!(fault.faults_applied_at_s.is_some() && fault.faults_removed_at_s.is_some());
     // Its Redis cut through its own proxy: the reference decided locally, each of the two
-    // instances giving acme half the limit.
+    // instances giving acme half the limit: at least 40 a second, and nothing beyond the
+    // limit and one window's slack at the phase's edges (one instance giving acme the whole
+    // limit would be 100 a second). The slack, not a fixed rate: where the cut lands in a
+    // window moves a request or two across the edge (CI measured 52.3/s once, 157 in 3 s).
     assert!(fault.fallbacks.unwrap() > 100.0, "{fault:?}");
     let acme = &fault.tenants[0];
-    assert!(
-        (40.0..=52.0).contains(&acme.admitted_per_s),
+    assert!(acme.admitted_per_s >= 40.0, "local share of 2: {acme:?}");
+    assert_eq!(
+        acme.over_admission_beyond_window,
+        Some(0.0),
         "local share of 2: {acme:?}"
     );
     // INFO through the admin URL: the commands of the phases with Redis reachable.
