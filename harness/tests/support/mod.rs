@@ -17,8 +17,9 @@ pub(crate) mod stub;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use failmode::metrics::Counts;
 use failmode::results::fixture;
-use failmode::results::read::SERIES_HEADER;
+use failmode::results::read::{SERIES_HEADER, SeriesRow};
 use failmode::results::{LoadTotals, Percentiles, RunResult, TenantResult};
 
 pub(crate) fn workspace() -> PathBuf {
@@ -193,21 +194,48 @@ pub(crate) fn series() -> String {
                 for (sum, v) in all.iter_mut().zip([rate, admitted, limited, server_error]) {
                     *sum += v;
                 }
-                writeln!(
-                    csv,
-                    "{target},{name},{second},{phase},{rate},{admitted},{limited},0,{server_error},0,0,0,{p50},{p99},{p99},0,0"
-                )
-                .unwrap();
+                let line = series_line(
+                    target,
+                    name,
+                    (second, phase),
+                    [rate, admitted, limited, server_error],
+                    (p50, p99),
+                );
+                writeln!(csv, "{line}").unwrap();
             }
-            let [offered, admitted, limited, server_error] = all;
-            writeln!(
-                csv,
-                "{target},all,{second},{phase},{offered},{admitted},{limited},0,{server_error},0,0,0,{p50},{p99},{p99},0,0"
-            )
-            .unwrap();
+            let line = series_line(target, "all", (second, phase), all, (p50, p99));
+            writeln!(csv, "{line}").unwrap();
         }
     }
     csv
+}
+
+/// One `series.csv` line, as the harness writes it: `[offered, admitted, limited, 5xx]`, the
+/// p99 as the second's max too.
+fn series_line(
+    target: &str,
+    tenant: &str,
+    (second, phase): (u64, &str),
+    [offered, admitted, limited, server_error]: [u64; 4],
+    (p50_us, p99_us): (u64, u64),
+) -> String {
+    SeriesRow {
+        target: target.to_owned(),
+        tenant: tenant.to_owned(),
+        second,
+        phase: phase.to_owned(),
+        counts: Counts {
+            offered,
+            admitted,
+            limited,
+            server_error,
+            ..Counts::default()
+        },
+        p50_us,
+        p99_us,
+        max_us: p99_us,
+    }
+    .csv_line()
 }
 
 pub(crate) fn folder_with(run: &RunResult) -> tempfile::TempDir {
