@@ -67,7 +67,8 @@ use super::pacer::Pacer;
 use super::prepared::Prepared;
 use super::schedule::Schedule;
 use super::shard;
-use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Sample, Share, Spread};
+use super::stream::Stream;
+use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Sample, Share};
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
 /// they never share a stream with the arrival schedules.
@@ -228,50 +229,6 @@ pub async fn try_run(
 struct Shared {
     in_flight: Vec<(Arc<Semaphore>, DropCause)>,
     settled: Arc<Settled>,
-}
-
-/// One target × tenant: its schedule and where its next request goes.
-#[derive(Debug)]
-struct Stream {
-    target: usize,
-    tenant: usize,
-    schedule: Schedule,
-    spread: Spread,
-    next_instance: usize,
-    /// Arrivals of the whole schedule between two of this stream's: the round robin moves
-    /// on by as many, so a worker's request goes to the instance it would go to in one
-    /// process running the whole schedule.
-    step: usize,
-    client: Client,
-    /// The client's own draws: throttling refusals, and a seed per request for its backoff.
-    rng: ChaCha8Rng,
-    /// Shared with the stream's requests in flight, which count the accepts.
-    throttle: Option<Arc<Mutex<Throttle>>>,
-}
-
-impl Stream {
-    /// Sticky: tenant i always on the (i mod n)-th instance in rotation. Round robin: starting
-    /// there, so tenants do not all begin on the first.
-    /// `n` of its arrivals were dropped unsent: the round-robin goes on where sending each
-    /// would have left it, as it does in every worker.
-    fn skipped(&mut self, n: u64) {
-        let steps = usize::try_from(n).unwrap_or(usize::MAX);
-        self.next_instance = self
-            .next_instance
-            .wrapping_add(steps.wrapping_mul(self.step));
-    }
-
-    fn pick_instance(&mut self, in_rotation: &[usize]) -> usize {
-        let n = in_rotation.len();
-        match self.spread {
-            Spread::Sticky => in_rotation[self.tenant % n],
-            Spread::RoundRobin => {
-                let i = self.next_instance % n;
-                self.next_instance = i + self.step;
-                in_rotation[i]
-            }
-        }
-    }
 }
 
 /// One sender's state, owned by its thread.

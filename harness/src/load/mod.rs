@@ -18,6 +18,7 @@
 //!   connection bound to the tenant's loopback address.
 //! - `prepared`: each target × tenant's request parts, checked once: path, caller header or
 //!   `X-Forwarded-For` value, source address.
+//! - `stream`: one target × tenant's schedule and where its next request goes.
 //! - `members`: where a target's requests go, as last read from its rotation.
 //! - `attempts`: one request and its client's retries.
 //! - `in_flight`: a request sent, until its sample is recorded, also when the run stops
@@ -39,6 +40,7 @@ mod prepared;
 pub mod rotation;
 pub mod schedule;
 pub mod shard;
+mod stream;
 
 pub use client::Client;
 pub use connections::Connections;
