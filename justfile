@@ -97,7 +97,7 @@ bench-reference *ARGS: setup
 # its table is written to docs/bench-loadgen.md and the highest rate held is recorded as this
 # machine's capacity in ~/.cache/failmode/capacity.json (what a run is warned against). Flags:
 # --secs N, --runs N, --rates 100,1000, --senders N (sender threads; default: the engine's
-# choice), --oha PATH.
+# choice), --keys N (acme's requests each draw one of N caller keys), --oha PATH.
 bench-loadgen *ARGS:
     @test -x .tools/bin/oha || { echo "installing oha 1.16.0 into .tools/ (cargo install, a few minutes)"; cargo install oha --version 1.16.0 --locked --root .tools; }
     cargo bench -p failmode --bench loadgen -- {{ARGS}}

@@ -21,6 +21,7 @@
 //!
 //! Flags: `--secs N` (5) per run, `--runs N` (3), `--rates 100,1000,…` (100, 1000, 5000,
 //! 10000, 20000, 40000), `--senders N` (the engine's sender threads; its own choice by rate without),
+//! `--keys N` (acme's requests each draw one of N caller keys, as a population's do),
 //! `--oha PATH` (`.tools/bin/oha`, else `oha` on the PATH).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -34,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use failmode::load::capacity::record_benchmark;
 use failmode::load::{
-    Arrival, Client, LoadPlan, Outcome, Recorder, Rotation, Sample, Senders, Spread, TargetPlan,
-    TenantPlan, try_run,
+    Arrival, Caller, Client, Keys, LoadPlan, Outcome, Recorder, Rotation, Sample, Senders, Spread,
+    TargetPlan, TenantPlan, try_run,
 };
 use hdrhistogram::Histogram;
 use nix::sys::resource::{UsageWho, getrusage};
@@ -63,6 +64,7 @@ fn main() {
             secs(&flag),
             flag("--addr").unwrap().parse().unwrap(),
             senders(&flag),
+            keys(&flag),
         ),
         Some("oha") => child_oha(
             &flag("--oha").unwrap(),
@@ -73,7 +75,7 @@ fn main() {
         Some(other) => panic!("unknown child {other}"),
         None => parent(
             secs(&flag),
-            senders(&flag),
+            (senders(&flag), keys(&flag)),
             flag("--runs").map_or(3, |r| r.parse().unwrap()),
             flag("--rates").map_or(
                 vec![100.0, 1_000.0, 5_000.0, 10_000.0, 20_000.0, 40_000.0],
@@ -85,7 +87,7 @@ fn main() {
                 },
             ),
             flag("--oha").unwrap_or_else(default_oha),
-            ["--secs", "--runs", "--rates", "--senders"]
+            ["--secs", "--runs", "--rates", "--senders", "--keys"]
                 .iter()
                 .all(|f| flag(f).is_none()),
         ),
@@ -99,6 +101,12 @@ fn secs(flag: &dyn Fn(&str) -> Option<String>) -> u64 {
 /// `--senders N`: the engine's sender threads; its own choice ([`Senders::Auto`]) without.
 fn senders(flag: &dyn Fn(&str) -> Option<String>) -> Senders {
     flag("--senders").map_or(Senders::Auto, |n| Senders::Fixed(n.parse().unwrap()))
+}
+
+/// `--keys N`: acme's requests each draw one of N caller keys (Zipf 1.0), as a scenario's
+/// population's rest does; one key without.
+fn keys(flag: &dyn Fn(&str) -> Option<String>) -> Option<usize> {
+    flag("--keys").map(|n| n.parse().unwrap())
 }
 
 fn default_oha() -> String {
@@ -161,7 +169,14 @@ fn git_revision() -> String {
 
 /// `published`: the run is the benchmark's own (the default rates, length and runs), whose
 /// table the docs show.
-fn parent(secs: u64, senders: Senders, runs: usize, rates: Vec<f64>, oha: String, published: bool) {
+fn parent(
+    secs: u64,
+    (senders, keys): (Senders, Option<usize>),
+    runs: usize,
+    rates: Vec<f64>,
+    oha: String,
+    published: bool,
+) {
     assert!(runs > 0, "--runs must be at least 1");
     let version = Command::new(&oha).arg("--version").output().map_or_else(
         |e| panic!("{oha}: {e} (run `just bench-loadgen`, which installs it)"),
@@ -173,6 +188,9 @@ fn parent(secs: u64, senders: Senders, runs: usize, rates: Vec<f64>, oha: String
         let mut child = Command::new(&me);
         if let Senders::Fixed(n) = senders {
             child.args(["--senders", &n.to_string()]);
+        }
+        if let Some(n) = keys {
+            child.args(["--keys", &n.to_string()]);
         }
         let out = child
             .args(["--child", which, "--rate", &rate.to_string()])
@@ -201,11 +219,14 @@ fn parent(secs: u64, senders: Senders, runs: usize, rates: Vec<f64>, oha: String
     line(format!(
         "{}, revision {}: failmode's load engine vs {version}, {secs} s per run, {runs} runs per \
          generator and rate (each figure the median of the runs), GET /api on one loopback \
-         server in the bench's process, {} cores, load average {} at the start.\n",
+         server in the bench's process, {} cores, load average {} at the start{}.\n",
         humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
         git_revision(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        load_average()
+        load_average(),
+        keys.map_or_else(String::new, |n| format!(
+            "; acme's requests each draw one of {n} caller keys (Zipf 1.0)"
+        ))
     ));
     line(
         "| total req/s | rate error acme / globex | dropped: failmode (most in a run; behind schedule) | send lag p50 / p99 | latency p99 from the schedule: failmode / oha | CPU per request: failmode / oha | sleeps per request: failmode / oha | peak RSS: failmode / oha | failmode RSS at 1 s → end |"
@@ -455,8 +476,15 @@ impl Recorder for Tally {
     }
 }
 
-fn child_engine(rate: f64, secs: u64, addr: SocketAddr, senders: Senders) {
+fn child_engine(rate: f64, secs: u64, addr: SocketAddr, senders: Senders, keys: Option<usize>) {
     let duration = Duration::from_secs(secs);
+    let caller = |name: &str| match keys {
+        Some(n) if name == "acme" => {
+            let weights = (1..=n).map(|k| 1.0 / k as f64).collect();
+            Caller::Drawn(Arc::new(Keys::new("user-".into(), 1, weights).unwrap()))
+        }
+        _ => Caller::Key(name.into()),
+    };
     let plan = LoadPlan {
         targets: vec![TargetPlan {
             name: "bench".into(),
@@ -471,7 +499,7 @@ fn child_engine(rate: f64, secs: u64, addr: SocketAddr, senders: Senders) {
             .iter()
             .map(|&(name, share)| TenantPlan {
                 name: name.into(),
-                caller: name.into(),
+                caller: caller(name),
                 rate_per_s: rate * share,
                 arrival: Arrival::Uniform,
                 spread: Spread::RoundRobin,

@@ -93,25 +93,30 @@ pub fn tenant_address(index: usize) -> Option<Ipv4Addr> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantIdentity {
     pub name: String,
-    /// Its caller key, sent in a header-identity target's caller header.
+    /// Its caller key, sent in a header-identity target's caller header; for a population's
+    /// rest, the range its keys are drawn from (`crowd-6…crowd-10000`).
     pub caller: String,
+    /// How many caller keys it draws from, when more than one (a population's rest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<u64>,
     /// The loopback address it connects from (source-address targets) or sends in
     /// `X-Forwarded-For`: 127.0.0.2 + its index, the same in every worker.
     pub address: std::net::Ipv4Addr,
 }
 
 impl TenantIdentity {
-    /// Every tenant, as (name, caller key) in the scenario's order; a tenant past
+    /// Every tenant, as (name, caller key, how many keys) in the scenario's order; a tenant past
     /// [`MAX_TENANTS`] has no address of its own and is left out (the load engine refuses such
     /// a run when a target tells callers by address).
-    pub fn of<'a>(tenants: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Self> {
+    pub fn of<'a>(tenants: impl IntoIterator<Item = (&'a str, String, u64)>) -> Vec<Self> {
         tenants
             .into_iter()
             .enumerate()
-            .filter_map(|(i, (name, caller))| {
+            .filter_map(|(i, (name, caller, keys))| {
                 Some(Self {
                     name: name.to_owned(),
-                    caller: caller.to_owned(),
+                    caller,
+                    keys: (keys > 1).then_some(keys),
                     address: tenant_address(i)?,
                 })
             })

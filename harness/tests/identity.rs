@@ -114,7 +114,7 @@ fn tenants_told_by_address_header_or_forwarded_for_and_targets_judged_by_their_o
     assert_eq!(r.tenants.len(), scenario.tenants.len());
     for (i, (recorded, tenant)) in r.tenants.iter().zip(&scenario.tenants).enumerate() {
         assert_eq!(recorded.name, tenant.name);
-        assert_eq!(recorded.caller, tenant.caller);
+        assert_eq!(recorded.caller, tenant.caller.to_string());
         assert_eq!(Some(recorded.address), tenant_address(i));
     }
     let caller_of = |name: &str| {

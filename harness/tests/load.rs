@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use failmode::load::{
-    Client, DropCause, LoadError, LoadPlan, Outcome, Rotation, Sample, Spread, TransportError,
-    try_run,
+    Caller, Client, DropCause, LoadError, LoadPlan, Outcome, Rotation, Sample, Spread,
+    TransportError, try_run,
 };
 use support::engine::{Samples, assert_accounted, plan, run, tenant, with_client};
 use support::scripted_server::{Action, Server, answer};
@@ -553,9 +553,9 @@ async fn a_plan_that_cannot_be_sent_is_refused_before_anything_is_sent() {
     bad_caller.targets[0].caller = failmode::identity::CallerIdentity::Header {
         header: "x-caller".into(),
     };
-    bad_caller.tenants[0].caller = "line\nbreak".into();
+    bad_caller.tenants[0].caller = Caller::Key("line\nbreak".into());
     let mut bad_path = bad_caller.clone();
-    bad_path.tenants[0].caller = "acme".into();
+    bad_path.tenants[0].caller = Caller::Key("acme".into());
     bad_path.targets[0].path = "api".into();
     let mut no_instance = bad_path.clone();
     no_instance.targets[0].path = "/api".into();

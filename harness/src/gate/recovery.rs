@@ -51,20 +51,20 @@ impl SecondSample {
     }
 }
 
-/// Builds a second's sample from its per-tenant counts, the allowance per second and the part
-/// of the second the run covered (1.0 but for a last second cut short).
+/// Builds a second's sample from its per-tenant counts and allowances per second (one caller's
+/// times the tenant's caller keys) and the part of the second the run covered (1.0 but for a
+/// last second cut short).
 pub fn second_sample(
     at_s: f64,
     covered_s: f64,
     p99_us: u64,
-    tenants: &[Counts],
-    allowance_per_s: f64,
+    tenants: &[(Counts, f64)],
 ) -> SecondSample {
-    let allowance = allowance_per_s * covered_s.clamp(0.0, 1.0);
+    let covered = covered_s.clamp(0.0, 1.0);
     let mut shortfall = 0.0;
     let mut entitled = 0.0;
-    for c in tenants {
-        let e = (c.asked() as f64).min(allowance);
+    for (c, allowance_per_s) in tenants {
+        let e = (c.asked() as f64).min(allowance_per_s * covered);
         entitled += e;
         shortfall += (e - c.admitted as f64).max(0.0);
     }
@@ -73,7 +73,7 @@ pub fn second_sample(
         p99_us,
         shortfall,
         entitled,
-        offered: tenants.iter().map(|c| c.offered).sum(),
+        offered: tenants.iter().map(|(c, _)| c.offered).sum(),
     }
 }
 
@@ -425,7 +425,7 @@ mod tests {
             admitted: 20,
             ..Counts::default()
         };
-        let sample = second_sample(0.0, 1.0, 1, &[acme, globex], 50.0);
+        let sample = second_sample(0.0, 1.0, 1, &[(acme, 50.0), (globex, 50.0)]);
         assert_eq!(sample.entitled, 70.0);
         assert_eq!(sample.shortfall, 38.0);
     }
@@ -441,10 +441,10 @@ mod tests {
             limited: 35,
             ..Counts::default()
         };
-        let half = second_sample(27.0, 0.5, 1, &[acme], 50.0);
+        let half = second_sample(27.0, 0.5, 1, &[(acme, 50.0)]);
         assert_eq!(half.entitled, 25.0);
         assert_eq!(half.wrongful_denial(), 0.0);
-        let whole = second_sample(27.0, 1.0, 1, &[acme], 50.0);
+        let whole = second_sample(27.0, 1.0, 1, &[(acme, 50.0)]);
         assert!(whole.wrongful_denial() > 0.4);
     }
 }

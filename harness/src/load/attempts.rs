@@ -32,6 +32,8 @@ pub(super) struct Attempts {
     pub(super) version: u64,
     pub(super) target: usize,
     pub(super) tenant: usize,
+    /// Which of the tenant's caller keys the request names (its retries too: same caller).
+    pub(super) key: usize,
     pub(super) first_instance: usize,
     pub(super) spread: Spread,
     pub(super) client: Client,
@@ -53,7 +55,9 @@ impl Attempts {
         loop {
             let instance = self.instance(sent.attempts);
             let host = &self.members.hosts[instance];
-            let request = self.prepared.request(self.target, host, self.tenant);
+            let request = self
+                .prepared
+                .request(self.target, host, self.tenant, self.key);
             sent.attempts += 1;
             let (outcome, retry_after) = exchange::exchange(
                 self.members.pool(instance, self.tenant),

@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Arrival, Client, LoadError, LoadPlan, Outcome, Recorder, Role, Rotation, Sample, Share, Spread,
-    TargetPlan, TenantPlan, try_run,
+    Arrival, Caller, Client, LoadError, LoadPlan, Outcome, Recorder, Role, Rotation, Sample, Share,
+    Spread, TargetPlan, TenantPlan, try_run,
 };
 use crate::identity::CallerIdentity;
 
@@ -177,7 +177,7 @@ pub async fn measure() -> Result<f64, LoadError> {
         tenants: (0..streams)
             .map(|i| TenantPlan {
                 name: format!("calibration-{i}"),
-                caller: format!("calibration-{i}"),
+                caller: Caller::Key(format!("calibration-{i}")),
                 rate_per_s: OFFERED_PER_S / streams as f64,
                 arrival: Arrival::Uniform,
                 spread: Spread::RoundRobin,

@@ -68,7 +68,7 @@ use super::prepared::Prepared;
 use super::schedule::Schedule;
 use super::shard;
 use super::stream::Stream;
-use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Sample, Share};
+use super::{Caller, DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Sample, Share};
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
 /// they never share a stream with the arrival schedules.
@@ -304,6 +304,10 @@ impl Load {
                         }
                         _ => None,
                     },
+                    keys: match &c.caller {
+                        Caller::Key(_) => None,
+                        Caller::Drawn(keys) => Some(keys.drawer(plan.seed, tenant)),
+                    },
                 }
             })
             .collect();
@@ -502,6 +506,7 @@ impl Load {
         let (target, tenant) = (stream.target, stream.tenant);
         let members = Arc::clone(self.targets[target].current());
         let instance = stream.pick_instance(&members.in_rotation);
+        let key = stream.key();
         self.summary.scheduled += 1;
         let unsent = |outcome| Sample::unsent((target, tenant, instance), offset, outcome);
         if let Some(throttle) = &stream.throttle {
@@ -532,6 +537,7 @@ impl Load {
             version: followed.version,
             target,
             tenant,
+            key,
             first_instance: instance,
             spread: stream.spread,
             client: stream.client,

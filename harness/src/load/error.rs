@@ -26,6 +26,12 @@ pub enum LoadError {
         identity::MAX_TENANTS
     )]
     TooManyTenants { tenants: usize },
+    #[error(
+        "target {target:?} tells callers by their address, and tenant {tenant:?} draws its \
+         caller key from a population: a population's keys can only be sent in a header \
+         (request.caller_header in the target's manifest)"
+    )]
+    DrawnKeysByAddress { target: String, tenant: String },
     #[error("target {target:?}: path {path:?} does not make a request URI (it must start with /)")]
     Path { target: String, path: String },
     #[error("tenant {tenant:?}: rate {rate_per_s} is not a finite number of requests/s ≥ 0")]

@@ -19,6 +19,7 @@
 //! - `prepared`: each target × tenant's request parts, checked once: path, caller header or
 //!   `X-Forwarded-For` value, source address.
 //! - `stream`: one target × tenant's schedule and where its next request goes.
+//! - [`keys`]: a tenant's caller key, or keys drawn per request from a weighted set.
 //! - `members`: where a target's requests go, as last read from its rotation.
 //! - `attempts`: one request and its client's retries.
 //! - `in_flight`: a request sent, until its sample is recorded, also when the run stops
@@ -34,6 +35,7 @@ mod engine;
 mod error;
 mod exchange;
 mod in_flight;
+pub mod keys;
 mod members;
 mod pacer;
 mod prepared;
@@ -47,6 +49,7 @@ pub use connections::Connections;
 pub(crate) use engine::MAX_LATE;
 pub use engine::try_run;
 pub use error::LoadError;
+pub use keys::{Caller, Keys};
 pub use rotation::Rotation;
 pub use shard::Senders;
 
@@ -76,9 +79,10 @@ pub enum Spread {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TenantPlan {
     pub name: String,
-    /// The caller key sent in the target's caller header (for a target that identifies
-    /// callers by header; the others see the tenant's address, from its index).
-    pub caller: String,
+    /// The caller key sent in the target's caller header, or a key drawn per request (for a
+    /// target that identifies callers by header; the others see the tenant's address, from
+    /// its index, and refuse drawn keys).
+    pub caller: Caller,
     pub rate_per_s: f64,
     pub arrival: Arrival,
     pub spread: Spread,

@@ -12,8 +12,8 @@ use http_body_util::Empty;
 use hyper::header::{HOST, HeaderName, HeaderValue};
 use hyper::{Request, Uri};
 
-use super::LoadPlan;
 use super::error::LoadError;
+use super::{Caller, LoadPlan};
 use crate::identity::{self, CallerIdentity};
 
 impl LoadPlan {
@@ -41,8 +41,8 @@ pub(super) struct Prepared {
     /// Per target: the path in origin form, as HTTP/1 sends it.
     paths: Vec<Uri>,
     naming: Vec<Naming>,
-    /// Per tenant.
-    callers: Vec<HeaderValue>,
+    /// Per tenant, its caller key, or each of its drawn keys.
+    callers: Vec<Vec<HeaderValue>>,
     /// Per tenant, its loopback address as a header carries it; empty unless a target tells
     /// callers by address.
     forwarded: Vec<HeaderValue>,
@@ -107,14 +107,37 @@ impl Prepared {
                     rate_per_s: t.rate_per_s,
                 });
             }
-            callers.push(HeaderValue::try_from(t.caller.as_str()).map_err(|_| {
-                LoadError::Caller {
+            let value = |key: String| {
+                HeaderValue::try_from(key.as_str()).map_err(|_| LoadError::Caller {
                     tenant: t.name.clone(),
-                    caller: t.caller.clone(),
-                }
-            })?);
+                    caller: key,
+                })
+            };
+            // Built once: a request clones one (a reference count), whichever key it draws.
+            callers.push(match &t.caller {
+                Caller::Key(key) => vec![value(key.clone())?],
+                Caller::Drawn(keys) => (0..keys.count())
+                    .map(|i| value(keys.key(i)))
+                    .collect::<Result<_, _>>()?,
+            });
         }
         let by_address = |want: fn(&Naming) -> bool| naming.iter().any(want);
+        // An address per key would need thousands of loopback addresses per tenant.
+        if let Some(target) = plan
+            .targets
+            .iter()
+            .zip(&naming)
+            .find_map(|(t, n)| (!matches!(n, Naming::Key(_))).then_some(&t.name))
+            && let Some(t) = plan
+                .tenants
+                .iter()
+                .find(|t| matches!(t.caller, Caller::Drawn(_)))
+        {
+            return Err(LoadError::DrawnKeysByAddress {
+                target: target.clone(),
+                tenant: t.name.clone(),
+            });
+        }
         let addresses = if by_address(|n| !matches!(n, Naming::Key(_))) {
             (0..plan.tenants.len())
                 .map(identity::tenant_address)
@@ -160,12 +183,14 @@ impl Prepared {
         }
     }
 
-    /// The request of `tenant` to `target`, for the instance whose Host header is `host`.
+    /// The request of `tenant` to `target`, for the instance whose Host header is `host`,
+    /// naming the tenant's caller key `key` (0 for a tenant of one key).
     pub(super) fn request(
         &self,
         target: usize,
         host: &HeaderValue,
         tenant: usize,
+        key: usize,
     ) -> Request<Empty<Bytes>> {
         let mut request = Request::new(Empty::<Bytes>::new());
         *request.uri_mut() = self.paths[target].clone();
@@ -173,7 +198,7 @@ impl Prepared {
         headers.insert(HOST, host.clone());
         match &self.naming[target] {
             Naming::Key(name) => {
-                headers.insert(name.clone(), self.callers[tenant].clone());
+                headers.insert(name.clone(), self.callers[tenant][key].clone());
             }
             Naming::Address(name) => {
                 headers.insert(name.clone(), self.forwarded[tenant].clone());

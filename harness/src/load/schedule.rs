@@ -136,6 +136,12 @@ impl Iterator for Schedule {
 }
 
 impl Schedule {
+    /// The index in the whole schedule (every worker's arrivals counted) of the arrival
+    /// [`Iterator::next`] last produced: what a drawn caller key is drawn for.
+    pub fn last_index(&self) -> u64 {
+        self.arrival.saturating_sub(1)
+    }
+
     /// Passes over every arrival of this share due before `until` without producing them, and
     /// returns how many there were: the backlog of a generator that fell too far behind, and
     /// the arrivals a cancelled run never sent, counted in time independent of the rate.

@@ -7,6 +7,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::Spread;
 use super::client::{Client, Throttle};
+use super::keys::Drawer;
 use super::schedule::Schedule;
 
 /// One target × tenant: its schedule and where its next request goes.
@@ -26,9 +27,17 @@ pub(super) struct Stream {
     pub(super) rng: ChaCha8Rng,
     /// Shared with the stream's requests in flight, which count the accepts.
     pub(super) throttle: Option<Arc<Mutex<Throttle>>>,
+    /// A tenant of drawn caller keys: the draws.
+    pub(super) keys: Option<Drawer>,
 }
 
 impl Stream {
+    /// The caller key of the arrival the schedule last produced (0 for a tenant of one key).
+    pub(super) fn key(&mut self) -> usize {
+        let arrival = self.schedule.last_index();
+        self.keys.as_mut().map_or(0, |d| d.key_of(arrival))
+    }
+
     /// Sticky: tenant i always on the (i mod n)-th instance in rotation. Round robin: starting
     /// there, so tenants do not all begin on the first.
     /// `n` of its arrivals were dropped unsent: the round-robin goes on where sending each

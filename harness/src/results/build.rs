@@ -57,10 +57,25 @@ fn recorded_phase_facts(target: &TargetResult, scenario: &Scenario) -> Vec<Phase
 /// What a cell's allowance is judged against: the allowance of its phase, and the slack one
 /// window's limit gives a correct limiter whose windows do not line up with the phase.
 #[derive(Debug, Clone, Copy)]
-struct Allowed {
-    allowance: f64,
-    slack: f64,
-    length_s: f64,
+pub(crate) struct Allowed {
+    /// One caller's.
+    pub(crate) allowance: f64,
+    /// One caller's.
+    pub(crate) slack: f64,
+    pub(crate) length_s: f64,
+}
+
+impl Allowed {
+    /// For a tenant of `keys` caller keys (a population's rest): each key's allowance and
+    /// slack, together.
+    fn of(self, keys: u64) -> Self {
+        let keys = keys as f64;
+        Self {
+            allowance: self.allowance * keys,
+            slack: self.slack * keys,
+            length_s: self.length_s,
+        }
+    }
 }
 
 /// A cell's derived figures from its counts, by the definitions of [`derived`]; its latency
@@ -111,8 +126,21 @@ fn tenant_result(name: &str, cell: &Cell, allowed: Allowed) -> TenantResult {
 
 /// All tenants together: counts summed, the ratios over the totals of the tenants whose
 /// figures were measured (total excess ÷ total allowance, total shortfall ÷ total
-/// entitlement); the latency is left for the caller to fill.
-pub(crate) fn all_tenants_of(tenants: &[TenantResult], slack: f64, length_s: f64) -> TenantResult {
+/// entitlement); the latency is left for the caller to fill. `allowed` is one caller's: a
+/// tenant of many keys has as many times its slack as its allowance is times one caller's.
+pub(crate) fn all_tenants_of(tenants: &[TenantResult], allowed: Allowed) -> TenantResult {
+    let Allowed {
+        allowance: one,
+        slack,
+        length_s,
+    } = allowed;
+    let slack_of = |t: &TenantResult| {
+        if one > 0.0 {
+            slack * (t.allowance / one).round()
+        } else {
+            slack
+        }
+    };
     let mut counts = Counts::default();
     for t in tenants {
         counts.merge(&t.counts);
@@ -125,7 +153,7 @@ pub(crate) fn all_tenants_of(tenants: &[TenantResult], slack: f64, length_s: f64
     let measured_allowance = sum(&|t| t.allowance);
     let measured_entitled = sum(&|t| t.entitled);
     let excess = sum(&|t| (t.counts.admitted as f64 - t.allowance).max(0.0));
-    let excess_beyond = sum(&|t| (t.counts.admitted as f64 - t.allowance - slack).max(0.0));
+    let excess_beyond = sum(&|t| (t.counts.admitted as f64 - t.allowance - slack_of(t)).max(0.0));
     let shortfall = sum(&|t| (t.entitled - t.counts.admitted as f64).max(0.0));
     let over = |excess: f64| (measured_allowance > 0.0).then(|| excess / measured_allowance);
     all.over_admission = over(excess);
@@ -136,7 +164,7 @@ pub(crate) fn all_tenants_of(tenants: &[TenantResult], slack: f64, length_s: f64
 
 /// [`all_tenants_of`], with the latency of the cells' histograms added exactly.
 fn all_tenants(cells: &[Cell], tenants: &[TenantResult], allowed: Allowed) -> TenantResult {
-    let mut all = all_tenants_of(tenants, allowed.slack, allowed.length_s);
+    let mut all = all_tenants_of(tenants, allowed);
     if all.measured() {
         let mut merged = cells[0].clone();
         for cell in &cells[1..] {
@@ -197,7 +225,9 @@ pub fn build_targets(
                         .tenants
                         .iter()
                         .zip(&cells)
-                        .map(|(tenant, cell)| tenant_result(&tenant.name, cell, allowed))
+                        .map(|(tenant, cell)| {
+                            tenant_result(&tenant.name, cell, allowed.of(tenant.caller.keys()))
+                        })
                         .collect();
                     let all = all_tenants(&cells, &tenants, allowed);
                     let pf = f.phases.get(p).cloned().unwrap_or_default();

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::TenantResult;
-use super::build::{all_tenants_of, tenant_of};
+use super::build::{Allowed, all_tenants_of, tenant_of};
 use super::{LoadTotals, Percentiles, PhaseResult, RunResult, SCHEMA_VERSION, TargetResult};
 use crate::metrics::Counts;
 
@@ -71,7 +71,12 @@ pub fn phase(
 ) -> PhaseResult {
     let length_s = end_s - start_s;
     let slack = crate::metrics::derived::window_slack(LIMIT, 1.0, length_s);
-    let mut all = all_tenants_of(&tenants, slack, length_s);
+    let allowed = Allowed {
+        allowance: crate::metrics::derived::allowance(LIMIT, 1.0, length_s),
+        slack,
+        length_s,
+    };
+    let mut all = all_tenants_of(&tenants, allowed);
     all.latency_us = tenants
         .iter()
         .filter_map(|t| t.latency_us)

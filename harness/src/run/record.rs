@@ -150,7 +150,7 @@ pub(super) fn assemble(
             scenario
                 .tenants
                 .iter()
-                .map(|t| (t.name.as_str(), t.caller.as_str())),
+                .map(|t| (t.name.as_str(), t.caller.to_string(), t.caller.keys())),
         ),
         load: LoadTotals {
             scheduled: ran.summary.scheduled,

@@ -2,6 +2,7 @@
 //! value (positive rates, a known population, phases sorted and disjoint inside the run).
 
 mod manifest_refs;
+mod population;
 mod raw;
 mod validate;
 
@@ -144,7 +145,14 @@ impl Scenario {
         let invalid = Invalid { origin, text };
         let window = raw.policy.get_ref().window.0;
         validate::policy(&raw.policy, &invalid)?;
-        let tenants = validate::tenants(raw.tenants, &raw.load, &invalid)?;
+        let limit_per_s = raw.policy.get_ref().limit.0 / window.as_secs_f64();
+        let tenants = validate::tenants(
+            raw.tenants,
+            raw.populations,
+            &raw.load,
+            limit_per_s,
+            &invalid,
+        )?;
         let targets = validate::targets(raw.targets, &invalid)?;
         let phases = validate::phases(raw.phases, &invalid)?;
         let duration = phases.iter().map(|p| p.end).max().unwrap_or_default();

@@ -73,7 +73,11 @@ pub(crate) struct RawScenario {
     pub(crate) policy: Spanned<RawPolicy>,
     #[serde(default)]
     pub(crate) load: RawLoad,
+    #[serde(default)]
     pub(crate) tenants: Vec<Spanned<RawTenant>>,
+    /// Many callers with skewed rates, beside the named tenants.
+    #[serde(default)]
+    pub(crate) populations: Vec<Spanned<RawPopulation>>,
     pub(crate) targets: Vec<Spanned<RawTarget>>,
     pub(crate) phases: Vec<Spanned<RawPhase>>,
     /// Thresholds; enforced by `failmode gate`.
@@ -110,6 +114,30 @@ pub(crate) struct RawTenant {
     pub(crate) spread: Option<Spread>,
     #[serde(default)]
     pub(crate) client: Client,
+}
+
+/// `[[populations]]`: `keys` callers sending `rate` requests a second together, key k (from 1)
+/// in proportion to k^−`zipf`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPopulation {
+    pub(crate) name: String,
+    pub(crate) keys: u64,
+    pub(crate) rate: Rate,
+    #[serde(default = "default_zipf")]
+    pub(crate) zipf: f64,
+    /// How many of the busiest keys are tenants of their own.
+    pub(crate) top: Option<usize>,
+    /// The keys' common start; default: the name and `-`.
+    pub(crate) caller_prefix: Option<String>,
+    pub(crate) arrival: Option<Arrival>,
+    pub(crate) spread: Option<Spread>,
+    #[serde(default)]
+    pub(crate) client: Client,
+}
+
+fn default_zipf() -> f64 {
+    1.0
 }
 
 #[derive(Debug, Deserialize)]

@@ -31,7 +31,7 @@ fn a_minimal_scenario_gets_the_documented_defaults() {
     let s = Scenario::parse(MINIMAL, "test.toml").unwrap();
     assert_eq!(s.duration, Duration::from_secs(40));
     assert_eq!(s.request_timeout, Duration::from_secs(2));
-    assert_eq!(s.tenants[0].caller, "acme");
+    assert_eq!(s.tenants[0].caller.to_string(), "acme");
     assert_eq!(s.tenants[0].arrival, Arrival::Uniform);
     assert_eq!(s.tenants[0].spread, Spread::RoundRobin);
     assert_eq!(s.targets[0].instances, None);
@@ -312,4 +312,83 @@ fn a_targets_connection_cap_and_keep_alive_are_read_and_a_cap_of_zero_is_refused
             && e.contains("max_in_flight_per_target (10000)"),
         "{e}"
     );
+}
+
+/// MINIMAL with a population of `keys` keys sending 600/s together, `extra` added to it.
+fn with_population(keys: u64, extra: &str) -> String {
+    MINIMAL.replace(
+        "[[targets]]",
+        &format!(
+            "[[populations]]\nname = \"crowd\"\nkeys = {keys}\nrate = 600\nzipf = 1.0\n{extra}\n\
+             [[targets]]"
+        ),
+    )
+}
+
+#[test]
+fn a_population_becomes_its_busiest_keys_and_one_tenant_for_the_rest() {
+    // Key k sends 600 / (k · H₁₀₀₀) ≈ 80.1 / k a second: keys 1 (80.1) above the limit of 50.
+    let s = Scenario::parse(&with_population(1000, ""), "test.toml").unwrap();
+    let names: Vec<&str> = s.tenants.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "acme",
+            "crowd-1",
+            "crowd-2",
+            "crowd-3",
+            "crowd-4",
+            "crowd-5",
+            "crowd-rest"
+        ]
+    );
+    let h: f64 = (1..=1000).map(|k| 1.0 / f64::from(k)).sum();
+    for (k, t) in s.tenants[1..6].iter().enumerate() {
+        assert_eq!(t.caller.to_string(), format!("crowd-{}", k + 1));
+        assert!((t.rate_per_s - 600.0 / (k as f64 + 1.0) / h).abs() < 1e-9);
+        assert_eq!(t.caller.keys(), 1);
+    }
+    let rest = &s.tenants[6];
+    assert_eq!(rest.caller.to_string(), "crowd-6…crowd-1000");
+    assert_eq!(rest.caller.keys(), 995);
+    let total: f64 = s.tenants[1..].iter().map(|t| t.rate_per_s).sum();
+    assert!((total - 600.0).abs() < 1e-9, "{total}");
+}
+
+#[test]
+fn a_population_stands_alone_without_named_tenants() {
+    let text = with_population(10, "top = 10\ncaller_prefix = \"user:\"")
+        .replace("[[tenants]]\nname = \"acme\"\nrate = 120\n", "");
+    let s = Scenario::parse(&text, "test.toml").unwrap();
+    assert_eq!(s.tenants.len(), 10, "every key its own tenant: no rest");
+    assert_eq!(s.tenants[9].caller.to_string(), "user:10");
+}
+
+#[test]
+fn a_population_whose_rest_would_hold_a_key_above_the_limit_is_refused_with_the_top_it_needs() {
+    // 600/s over 20 keys (H₂₀ ≈ 3.598): keys 1–3 above 50/s (166.8, 83.4, 55.6).
+    let e = err(&with_population(20, "top = 2"));
+    assert!(e.contains("populations.top"), "{e}");
+    assert!(e.contains("key 3 sends 55.59"), "{e}");
+    assert!(e.contains("at least 3"), "{e}");
+    assert!(e.contains("line 9"), "{e}");
+    let s = Scenario::parse(&with_population(20, ""), "test.toml").unwrap();
+    assert_eq!(s.tenants.len(), 1 + 5 + 1, "the default top covers them");
+}
+
+#[test]
+fn a_population_refuses_no_keys_a_bad_exponent_and_a_key_another_tenant_sends() {
+    let e = err(&with_population(0, ""));
+    assert!(
+        e.contains("populations.keys") && e.contains("from 1"),
+        "{e}"
+    );
+    let e = err(&with_population(10, "").replace("zipf = 1.0", "zipf = -1.0"));
+    assert!(e.contains("populations.zipf"), "{e}");
+    let e =
+        err(&with_population(1000, "").replace("rate = 120", "rate = 120\ncaller = \"crowd-7\""));
+    assert!(e.contains("populations.caller"), "{e}");
+    assert!(e.contains("\"crowd-7\" is a caller key of both"), "{e}");
+    let e = err(&with_population(1000, "top = 101"));
+    assert!(e.contains("at most 100"), "{e}");
 }

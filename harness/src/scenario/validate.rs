@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::raw::{RawLoad, RawPhase, RawPolicy, RawTarget, RawTenant};
+use super::raw::{RawLoad, RawPhase, RawPolicy, RawPopulation, RawTarget, RawTenant};
 use super::{ManifestRef, Phase, ScenarioError, TargetRef, Tenant};
 use crate::faults::Fault;
-use crate::load::{Arrival, Connections, Spread};
+use crate::load::{Arrival, Caller, Connections, Spread};
 use crate::names::is_plain_name;
 
 pub(super) fn line_of(text: &str, offset: usize) -> usize {
@@ -81,78 +81,98 @@ pub(super) fn policy(policy: &Spanned<RawPolicy>, invalid: &Invalid) -> Result<(
     Ok(())
 }
 
-/// The tenants, each with the load's defaults where it gives none.
+/// The tenants, each with the load's defaults where it gives none: the named ones, then each
+/// population's (`super::population`), for a limit of `limit_per_s` per caller.
 pub(super) fn tenants(
     raw: Vec<Spanned<RawTenant>>,
+    populations: Vec<Spanned<RawPopulation>>,
     load: &RawLoad,
+    limit_per_s: f64,
     invalid: &Invalid,
 ) -> Result<Vec<Tenant>, ScenarioError> {
-    let whole = 0..0;
-    let default_arrival = load.arrival.unwrap_or(Arrival::Uniform);
-    let default_spread = load.spread.unwrap_or(Spread::RoundRobin);
-    if raw.is_empty() {
+    let defaults = (
+        load.arrival.unwrap_or(Arrival::Uniform),
+        load.spread.unwrap_or(Spread::RoundRobin),
+    );
+    if raw.is_empty() && populations.is_empty() {
         return Err(invalid.at(
             "tenants",
-            whole,
-            "needs at least one [[tenants]] entry".into(),
+            0..0,
+            "needs at least one [[tenants]] or [[populations]] entry".into(),
         ));
     }
     let mut tenants: Vec<Tenant> = Vec::new();
     for t in raw {
-        let tenant = tenant(t, &tenants, (default_arrival, default_spread), invalid)?;
+        let span = t.span();
+        let tenant = tenant(t.into_inner(), defaults);
+        distinct(&tenant, &tenants, "tenants", span, invalid)?;
         tenants.push(tenant);
+    }
+    for p in populations {
+        let span = p.span();
+        for tenant in super::population::tenants(p, defaults, limit_per_s, invalid)? {
+            distinct(&tenant, &tenants, "populations", span.clone(), invalid)?;
+            tenants.push(tenant);
+        }
     }
     Ok(tenants)
 }
 
-/// One tenant, told apart from the `known` ones by its name and its caller key.
-fn tenant(
-    t: Spanned<RawTenant>,
-    known: &[Tenant],
-    (default_arrival, default_spread): (Arrival, Spread),
-    invalid: &Invalid,
-) -> Result<Tenant, ScenarioError> {
-    // Its [[tenants]] entry: the errors below are about it.
-    let whole = t.span();
-    let t = t.into_inner();
-    // "all" names every tenant together in run.json, series.csv and the logs.
-    if !is_plain_name(&t.name) || t.name == "all" || known.iter().any(|o| o.name == t.name) {
-        return Err(invalid.at(
-            "tenants.name",
-            whole.clone(),
-            format!(
-                "{:?} must be unique, not \"all\" (every tenant together), and made of \
-                 letters, digits, '-', '_' or '.'",
-                t.name
-            ),
-        ));
-    }
-    let caller = t.caller.clone().unwrap_or_else(|| t.name.clone());
-    if let Some(other) = known.iter().find(|o| o.caller == caller) {
-        return Err(invalid.at(
-            "tenants.caller",
-            whole.clone(),
-            format!(
-                "{caller:?} is also {:?}'s caller key: two tenants sharing a key share one quota",
-                other.name
-            ),
-        ));
-    }
-    if let Some(problem) = client_problem(&t.client) {
-        return Err(invalid.at(
-            "tenants.client",
-            whole.clone(),
-            format!("of tenant {:?}: {problem}", t.name),
-        ));
-    }
-    Ok(Tenant {
-        caller,
+/// One named tenant.
+fn tenant(t: RawTenant, (default_arrival, default_spread): (Arrival, Spread)) -> Tenant {
+    Tenant {
+        caller: Caller::Key(t.caller.clone().unwrap_or_else(|| t.name.clone())),
         name: t.name,
         rate_per_s: t.rate.0,
         arrival: t.arrival.unwrap_or(default_arrival),
         spread: t.spread.unwrap_or(default_spread),
         client: t.client,
-    })
+    }
+}
+
+/// `tenant` is told apart from the `known` ones by its name and its caller keys; an error is
+/// about `table`'s entry at `span`.
+fn distinct(
+    tenant: &Tenant,
+    known: &[Tenant],
+    table: &str,
+    span: Range<usize>,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    // "all" names every tenant together in run.json, series.csv and the logs.
+    let t = &tenant.name;
+    if !is_plain_name(t) || t == "all" || known.iter().any(|o| &o.name == t) {
+        return Err(invalid.at(
+            &format!("{table}.name"),
+            span,
+            format!(
+                "{t:?} must be unique, not \"all\" (every tenant together), and made of \
+                 letters, digits, '-', '_' or '.'"
+            ),
+        ));
+    }
+    if let Some((other, key)) = known
+        .iter()
+        .find_map(|o| Some((o, o.caller.shared_key(&tenant.caller)?)))
+    {
+        return Err(invalid.at(
+            &format!("{table}.caller"),
+            span,
+            format!(
+                "{key:?} is a caller key of both {t:?} and {:?}: two tenants sharing a key \
+                 share one quota",
+                other.name
+            ),
+        ));
+    }
+    if let Some(problem) = client_problem(&tenant.client) {
+        return Err(invalid.at(
+            &format!("{table}.client"),
+            span,
+            format!("of tenant {t:?}: {problem}"),
+        ));
+    }
+    Ok(())
 }
 
 /// The targets, each named once and one way.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use failmode::load::{
-    Arrival, Client, LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread,
+    Arrival, Caller, Client, LoadPlan, LoadSummary, Outcome, Recorder, Rotation, Sample, Spread,
     TargetPlan, TenantPlan, TransportError, try_run,
 };
 use tokio_util::sync::CancellationToken;
@@ -84,7 +84,7 @@ impl Samples {
 pub(crate) fn tenant(name: &str, rate_per_s: f64, spread: Spread) -> TenantPlan {
     TenantPlan {
         name: name.into(),
-        caller: name.into(),
+        caller: Caller::Key(name.into()),
         rate_per_s,
         arrival: Arrival::Uniform,
         spread,

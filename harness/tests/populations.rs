@@ -1,0 +1,154 @@
+//! A scenario's population through a whole run: the busiest keys judged as tenants of their own,
+//! the rest together, every request of the rest naming the key its draw gives. Proven against
+//! the oracle's exact limiter, which admits the limit per caller key per window: what it
+//! admits of each tenant follows from the schedule and the keys alone, computed here in
+//! advance. Keys sent wrongly (one key for the whole rest, keys not in proportion to their
+//! weights: a scrambled draw sent 11 more of the rest than the model, beyond its 7 near a
+//! window's edge) move those counts; that each arrival's draw is the same in every target and
+//! worker is `load::keys`'s unit tests'.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use failmode::load::schedule::Schedule;
+use failmode::load::{Arrival, Caller};
+use failmode::results::RunResult;
+use failmode::scenario::Scenario;
+use support::{failmode_in, fixture_path, output_text, tenant_in};
+
+/// The oracle's lead (targets/oracle/target.toml): its t0 is the first request less this.
+const LEAD_S: f64 = 0.003;
+/// How far an arrival's place on the oracle's clock may be from the model's (see
+/// tests/verdicts.rs): such an arrival may count in either window.
+const NEAR_S: f64 = 0.005;
+
+/// Per tenant: (admitted, limited, arrivals near a window's boundary), by the model.
+fn expected(scenario: &Scenario) -> Vec<(u64, u64, u64)> {
+    let arrivals: Vec<Vec<f64>> = scenario
+        .tenants
+        .iter()
+        .enumerate()
+        .map(|(ni, t)| {
+            assert_eq!(
+                t.arrival,
+                Arrival::Uniform,
+                "the model is of uniform arrivals"
+            );
+            Schedule::new(
+                scenario.seed,
+                0,
+                ni,
+                t.rate_per_s,
+                t.arrival,
+                scenario.duration,
+            )
+            .map(|d| d.as_secs_f64())
+            .collect()
+        })
+        .collect();
+    let t0 = arrivals
+        .iter()
+        .filter_map(|a| a.first().copied())
+        .fold(f64::INFINITY, f64::min)
+        - LEAD_S;
+    let window_s = scenario.window.as_secs_f64();
+    // Admitted per (caller key, window): keys are the limiter's unit, not tenants.
+    let mut used: BTreeMap<(String, i64), f64> = BTreeMap::new();
+    scenario
+        .tenants
+        .iter()
+        .zip(&arrivals)
+        .enumerate()
+        .map(|(ni, (tenant, at))| {
+            let mut drawer = match &tenant.caller {
+                Caller::Drawn(keys) => Some((keys, keys.drawer(scenario.seed, ni))),
+                Caller::Key(_) => None,
+            };
+            let (mut admitted, mut limited, mut near) = (0, 0, 0);
+            for (i, &at) in at.iter().enumerate() {
+                let key = match &mut drawer {
+                    Some((keys, d)) => keys.key(d.key_of(i as u64)),
+                    None => tenant.caller.to_string(),
+                };
+                let clock = (at - t0) / window_s;
+                if (clock - clock.round()).abs() * window_s < NEAR_S {
+                    near += 1;
+                }
+                let n = used.entry((key, clock.floor() as i64)).or_default();
+                if *n < scenario.limit {
+                    *n += 1.0;
+                    admitted += 1;
+                } else {
+                    limited += 1;
+                }
+            }
+            (admitted, limited, near)
+        })
+        .collect()
+}
+
+#[test]
+fn each_key_of_a_population_is_limited_on_its_own_as_its_draws_say_and_the_rest_is_judged_together()
+{
+    let fixture = fixture_path("oracle-population.toml");
+    let scenario = Scenario::load(&fixture).unwrap();
+    let names: Vec<&str> = scenario.tenants.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names.len(),
+        1 + 9 + 1,
+        "acme, crowd-1…crowd-9, crowd-rest: {names:?}"
+    );
+    let expected = expected(&scenario);
+    let out = tempfile::tempdir().unwrap();
+    let folder = out.path().join("run");
+    let run = failmode_in(
+        &support::workspace(),
+        &[
+            "run",
+            &fixture.to_string_lossy(),
+            "--no-build",
+            "--out",
+            &folder.to_string_lossy(),
+        ],
+    );
+    let (stdout, stderr) = output_text(&run);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{stderr}");
+    let r = RunResult::read(&folder).unwrap();
+    assert!(r.untrusted().is_empty(), "{:?}", r.untrusted());
+
+    let mut rest_limited = 0;
+    for (tenant, &(admitted, limited, near)) in scenario.tenants.iter().zip(&expected) {
+        let got = tenant_in(&r, "oracle-exact", "steady", &tenant.name);
+        let c = got.counts;
+        assert_eq!(c.offered, admitted + limited, "{}: {c:?}", tenant.name);
+        assert_eq!(c.admitted + c.limited, c.offered, "{}: {c:?}", tenant.name);
+        assert!(
+            c.admitted.abs_diff(admitted) <= near,
+            "{}: admitted {}, expected {admitted} with {near} near a window's edge",
+            tenant.name,
+            c.admitted
+        );
+        // Its allowance is its keys' together: one key's for acme and each top key.
+        let keys = tenant.caller.keys() as f64;
+        assert_eq!(
+            got.allowance,
+            scenario.limit * 6.0 * keys,
+            "{}",
+            tenant.name
+        );
+        if matches!(tenant.caller, Caller::Drawn(_)) {
+            rest_limited = limited;
+        }
+    }
+    // The rest's busier keys do go over the limit in some windows: the draws are exercised,
+    // not only the sum.
+    assert!(rest_limited >= 10, "{rest_limited}");
+
+    let rest = r.tenants.iter().find(|t| t.name == "crowd-rest").unwrap();
+    assert_eq!(rest.keys, Some(291));
+    assert_eq!(rest.caller, "crowd-10…crowd-300");
+    assert!(support::schema_errors(&folder).is_empty());
+}
