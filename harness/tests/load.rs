@@ -563,15 +563,25 @@ async fn a_plan_that_cannot_be_sent_is_refused_before_anything_is_sent() {
     let mut bad_rate = no_instance.clone();
     bad_rate.targets[0].instances = Rotation::new([server.addr]);
     bad_rate.tenants[0].rate_per_s = f64::NAN;
+    // One address per tenant: a population's thousands of keys cannot each have one.
+    let mut drawn_by_address = bad_rate.clone();
+    drawn_by_address.tenants[0].rate_per_s = 10.0;
+    drawn_by_address.targets[0].caller = failmode::identity::CallerIdentity::XForwardedFor;
+    drawn_by_address.tenants[0].caller = Caller::Drawn(Arc::new(
+        failmode::load::Keys::new("user-".into(), 1, vec![1.0; 100]).unwrap(),
+    ));
 
     let samples = Arc::new(Samples::default());
     type IsExpected = fn(&LoadError) -> bool;
-    let cases: [(LoadPlan, IsExpected); 5] = [
+    let cases: [(LoadPlan, IsExpected); 6] = [
         (bad_header, |e| matches!(e, LoadError::CallerHeader { .. })),
         (bad_caller, |e| matches!(e, LoadError::Caller { .. })),
         (bad_path, |e| matches!(e, LoadError::Path { .. })),
         (no_instance, |e| matches!(e, LoadError::NoInstances { .. })),
         (bad_rate, |e| matches!(e, LoadError::Rate { .. })),
+        (drawn_by_address, |e| {
+            matches!(e, LoadError::DrawnKeysByAddress { .. })
+        }),
     ];
     for (plan, expected) in cases {
         assert!(expected(&plan.validate().unwrap_err()), "{plan:?}");
