@@ -20,7 +20,8 @@ elseif sw == w - 1 then
 end
 
 local estimate = p * (1 - pos) + c
-local allowed = estimate + 1 <= limit
+-- Strictly below the limit, not "estimate + 1 <= limit" (seed 000's): see src/window.rs.
+local allowed = estimate < limit
 if allowed then c = c + 1 end
 
 redis.call('HSET', KEYS[1], 'w', w, 'c', c, 'p', p)
@@ -29,13 +30,13 @@ redis.call('PEXPIRE', KEYS[1], window_ms * 2)
 local remaining = math.max(0, math.floor(limit - (p * (1 - pos) + c)))
 local retry_ms = 0
 if not allowed then
-  if c + 1 <= limit then
-    local target = 1 - (limit - c - 1) / p
-    retry_ms = math.max(0, (target - pos) * window_ms)
-  elseif limit < 1 then
+  if limit <= 0 then
     retry_ms = window_ms
+  elseif c < limit then
+    local target = 1 - (limit - c) / p
+    retry_ms = math.max(0, (target - pos) * window_ms)
   else
-    local next_pos = math.max(0, 1 - (limit - 1) / c)
+    local next_pos = math.max(0, 1 - limit / c)
     retry_ms = (1 - pos) * window_ms + next_pos * window_ms
   end
 end

@@ -67,6 +67,10 @@ struct Args {
     /// --instance-discovery static.
     #[arg(long, env = "FAILMODE_INSTANCE_COUNT", default_value_t = 1)]
     instance_count: u32,
+    /// This instance's place among them, from 0: which turn of the local share is its own
+    /// until one is learnt (the live ids' order), and always with --instance-discovery static.
+    #[arg(long, env = "FAILMODE_INSTANCE_RANK", default_value_t = 0)]
+    instance_rank: u32,
     #[arg(
         long,
         env = "FAILMODE_INSTANCE_DISCOVERY",
@@ -154,6 +158,7 @@ pub struct Config {
     /// `None`: derived from the bound port and the pid once listening.
     pub instance_id: Option<String>,
     pub instance_count: u32,
+    pub instance_rank: u32,
     pub discovery: Discovery,
     pub heartbeat_interval: Duration,
     pub caller_header: HeaderName,
@@ -308,6 +313,7 @@ impl TryFrom<Args> for Config {
             instance_id: a.instance_id.clone().filter(|id| !id.is_empty()),
             redis_url: a.redis_url,
             instance_count: a.instance_count,
+            instance_rank: a.instance_rank,
             discovery: a.instance_discovery,
             heartbeat_interval: positive(
                 "--heartbeat-interval / FAILMODE_HEARTBEAT_INTERVAL",

@@ -12,6 +12,7 @@ pub mod limiter;
 pub mod local;
 pub mod metrics;
 pub mod policy;
+pub mod share;
 pub mod store;
 pub mod window;
 
@@ -61,7 +62,10 @@ impl Server {
             .clone()
             .unwrap_or_else(|| format!("{}-{}", addr.port(), std::process::id()));
         let metrics = Arc::new(Metrics::new());
-        let live = Arc::new(LiveInstances::new(config.instance_count));
+        let live = Arc::new(LiveInstances::new(
+            config.instance_count,
+            config.instance_rank,
+        ));
         metrics.live_instances(live.get());
 
         let needs_store = config.routes.iter().any(|r| r.policy.uses_store());

@@ -5,13 +5,14 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::breaker::{Breaker, BreakerSettings, BreakerState, Permit};
 use crate::instances::LiveInstances;
 use crate::local::{CaughtCallers, LocalCounters};
 use crate::metrics::{Metrics, RouteLabel};
 use crate::policy::{Policy, Route};
+use crate::share;
 use crate::store::{Store, StoreError, StoreVerdict};
 
 /// Where a decision came from; the `Failmode-Source` header and a metrics label.
@@ -174,6 +175,11 @@ impl Limiter {
 
     pub fn live_instances(&self) -> u32 {
         self.live.get()
+    }
+
+    /// The live instance count and this instance's rank among them, as last learnt.
+    pub fn live_instances_and_rank(&self) -> (u32, u32) {
+        self.live.with_rank()
     }
 
     /// Whether the instance decides without the store, for the heartbeat to read.
@@ -344,10 +350,7 @@ impl Limiter {
             | Policy::TimeoutOnly
             | Policy::FailStatic
             | Policy::LocalOnly
-            | Policy::None => {
-                let share = f64::from(route.limit) / f64::from(self.live.get().max(1));
-                self.local_decision(index, caller, share)
-            }
+            | Policy::None => self.share_decision(index, caller),
         }
     }
 
@@ -362,6 +365,35 @@ impl Limiter {
             .checked_sub(self.routes[index].0.window * 2)
             .unwrap_or(last);
         self.caught.caught_since(index, caller, since)
+    }
+
+    /// This instance's turn of the limit ([`share::budget`]): whole requests per window that,
+    /// over the live instances, add up to the limit exactly.
+    fn share_decision(&self, index: usize, caller: &str) -> Decision {
+        let route = &self.routes[index].0;
+        let (instances, rank) = self.live.with_rank();
+        let (w, into) = share::window_at(SystemTime::now(), route.window);
+        let budget = share::budget(route.limit, instances, rank, w);
+        let (allowed, remaining) =
+            self.local
+                .check_budget(index, caller, (w, budget), Instant::now());
+        let reset = route.window.saturating_sub(into);
+        if allowed {
+            Decision::Admitted {
+                source: Source::Local,
+                remaining: Some(remaining),
+                reset,
+            }
+        } else {
+            // The start of this instance's next window with a budget: a share below one
+            // request a window has turns, and a Retry-After before its turn would be refused.
+            let next = share::next_turn(route.limit, instances, rank, w + 1).unwrap_or(w + 1);
+            let windows_between = u32::try_from(next - (w + 1)).unwrap_or(u32::MAX);
+            Decision::Limited {
+                source: Source::Local,
+                retry_after: reset + route.window.saturating_mul(windows_between),
+            }
+        }
     }
 
     fn local_decision(&self, index: usize, caller: &str, limit: f64) -> Decision {

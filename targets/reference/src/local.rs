@@ -13,6 +13,11 @@ use crate::window::{SlidingWindow, Verdict};
 enum Counter {
     Window(SlidingWindow),
     Bucket(TokenBucket),
+    /// Whole requests admitted in window `window` of the instance's budget (`crate::share`).
+    Budget {
+        window: u64,
+        used: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -64,7 +69,44 @@ impl LocalCounters {
         match &mut entry.counter {
             Counter::Window(w) => w.check(now_s, limit, window_s),
             Counter::Bucket(b) => b.check(now_s, limit, window_s),
+            // A route decides by one kind of counter; this one was the budget's before.
+            Counter::Budget { .. } => {
+                let mut w = SlidingWindow::default();
+                let verdict = w.check(now_s, limit, window_s);
+                entry.counter = Counter::Window(w);
+                verdict
+            }
         }
+    }
+
+    /// Decides one request of `caller` on `route` against `budget`, this instance's whole
+    /// requests for window number `window` (`crate::share::budget`): whether it is admitted,
+    /// and what is left of the budget after it.
+    pub fn check_budget(
+        &self,
+        route: usize,
+        caller: &str,
+        (window, budget): (u64, u64),
+        now: Instant,
+    ) -> (bool, u64) {
+        let mut map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = Counter::Budget { window, used: 0 };
+        let entry = match map.get_mut(caller) {
+            Some(entry) => entry,
+            None => map.entry(caller.to_owned()).or_insert(Entry {
+                counter: fresh,
+                last_used: now,
+            }),
+        };
+        entry.last_used = now;
+        let used = match entry.counter {
+            Counter::Budget { window: seen, used } if seen == window => used,
+            _ => 0,
+        };
+        let allowed = used < budget;
+        let used = used + u64::from(allowed);
+        entry.counter = Counter::Budget { window, used };
+        (allowed, budget.saturating_sub(used))
     }
 
     /// Forgets callers idle for longer than `idle`, so memory follows the active callers.

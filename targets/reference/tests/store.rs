@@ -163,9 +163,23 @@ async fn the_live_instance_count_is_learnt_from_redis_and_frozen_while_it_is_dow
     let b = reference(&redis, &flags).await;
     let c = reference(&redis, &flags).await;
     let live = |s: &failmode_reference::Server| s.app().limiter.live_instances();
+    let ranks = |servers: &[&failmode_reference::Server]| {
+        let mut r: Vec<u32> = servers
+            .iter()
+            .map(|s| s.app().limiter.live_instances_and_rank().1)
+            .collect();
+        r.sort_unstable();
+        r
+    };
     eventually(Duration::from_secs(3), "three live instances", || {
         let all = [live(&a), live(&b), live(&c)];
         async move { all == [3, 3, 3] }
+    })
+    .await;
+    // Each its own turn of the local share.
+    eventually(Duration::from_secs(3), "ranks 0, 1, 2", || {
+        let r = ranks(&[&a, &b, &c]);
+        async move { r == [0, 1, 2] }
     })
     .await;
 
@@ -174,6 +188,11 @@ async fn the_live_instance_count_is_learnt_from_redis_and_frozen_while_it_is_dow
     eventually(Duration::from_secs(3), "two live instances", || {
         let all = [live(&a), live(&b)];
         async move { all == [2, 2] }
+    })
+    .await;
+    eventually(Duration::from_secs(3), "ranks 0, 1", || {
+        let r = ranks(&[&a, &b]);
+        async move { r == [0, 1] }
     })
     .await;
 
@@ -187,4 +206,70 @@ async fn the_live_instance_count_is_learnt_from_redis_and_frozen_while_it_is_dow
     assert_eq!(live(&d), 4);
     let health = Client::default().get(d.addr(), "/healthz", None).await;
     assert_eq!(health.status, 200, "healthz never touches Redis");
+}
+
+/// Waits for the start of a wall-clock window of `window`, as the instances number them.
+async fn start_of_a_window(window: Duration) {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let into = Duration::from_nanos((since.as_nanos() % window.as_nanos()) as u64);
+    tokio::time::sleep(window - into + Duration::from_millis(20)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_an_outage_the_instances_turns_add_up_to_the_limit_in_every_window_even_below_one_each()
+{
+    let mut redis = RedisServer::start();
+    // 3 a window on 4 instances: a share of 0.75 each, which a share of fractions never admits.
+    let window = Duration::from_secs(1);
+    let flags = [
+        "--heartbeat-interval",
+        "100ms",
+        "--limit",
+        "3",
+        "--window",
+        "1s",
+    ];
+    let mut fleet = Vec::new();
+    for _ in 0..4 {
+        fleet.push(reference(&redis, &flags).await);
+    }
+    eventually(
+        Duration::from_secs(3),
+        "four instances, ranks 0–3",
+        || {
+            let mut r: Vec<(u32, u32)> = fleet
+                .iter()
+                .map(|s| s.app().limiter.live_instances_and_rank())
+                .collect();
+            r.sort_unstable();
+            async move { r == [(4, 0), (4, 1), (4, 2), (4, 3)] }
+        },
+    )
+    .await;
+    redis.kill();
+
+    let client = Client::default();
+    for w in 0..3 {
+        start_of_a_window(window).await;
+        let mut admitted = Vec::new();
+        for s in &fleet {
+            let mut answers = Vec::new();
+            for _ in 0..3 {
+                answers.push(client.get(s.addr(), "/api", Some("acme")).await);
+            }
+            assert!(
+                answers.iter().all(|a| a.source == "local"),
+                "window {w}: {answers:?}"
+            );
+            admitted.push(count(&answers, 200));
+        }
+        assert_eq!(
+            admitted.iter().sum::<usize>(),
+            3,
+            "window {w}: admitted per instance {admitted:?}"
+        );
+        assert!(admitted.iter().all(|&n| n <= 1), "{admitted:?}");
+    }
 }

@@ -97,22 +97,26 @@ impl Store {
         }
     }
 
-    /// Records this instance as alive and returns how many instances are.
+    /// Records this instance as alive and returns how many instances are, and this one's rank
+    /// among them.
     pub async fn heartbeat(
         &self,
         instance_id: &str,
         stale_after: Duration,
         timeout: Duration,
-    ) -> Result<u32, StoreError> {
+    ) -> Result<(u32, u32), StoreError> {
         let key = format!("{}:instances", self.key_prefix);
         let args = [instance_id.to_owned(), stale_after.as_millis().to_string()];
         let (reply, _) = self
             .call(&self.scripts.heartbeat, &key, &args, timeout)
             .await?;
-        reply
-            .first()
-            .map(|&n| n.clamp(0, i64::from(u32::MAX)) as u32)
-            .ok_or_else(|| StoreError::Reply("the heartbeat returned nothing".into()))
+        let int = |n: i64| n.clamp(0, i64::from(u32::MAX)) as u32;
+        match reply[..] {
+            [n, rank, ..] => Ok((int(n), int(rank))),
+            _ => Err(StoreError::Reply(format!(
+                "the heartbeat returned {reply:?}, expected 2 integers"
+            ))),
+        }
     }
 
     /// Removes this instance from the live set (on a clean shutdown).
