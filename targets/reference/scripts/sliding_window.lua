@@ -1,6 +1,7 @@
 -- Sliding-window counter (seed 000), atomic in Redis. Mirrors src/window.rs.
 -- KEYS[1] = the caller's counter, hash-tagged: "rl:{caller}:route" (fields w, c, p)
--- ARGV[1] = limit per window, ARGV[2] = window length in milliseconds
+-- ARGV[1] = limit per window, ARGV[2] = window length in milliseconds, ARGV[3] = requests the
+-- instance admitted in this window on its own while it could not reach Redis (counted first)
 -- Returns { allowed (0/1), remaining, retry_after_ms, reset_ms }
 local limit = tonumber(ARGV[1])
 local window_ms = tonumber(ARGV[2])
@@ -17,6 +18,15 @@ if sw == nil or sw < w - 1 or sw > w then
   c, p = 0, 0
 elseif sw == w - 1 then
   p, c = c, 0
+end
+
+c = c + (tonumber(ARGV[3]) or 0)
+
+if ARGV[4] == '1' then
+  -- Counting only (the instance's reconciliation after an outage): no decision.
+  redis.call('HSET', KEYS[1], 'w', w, 'c', c, 'p', p)
+  redis.call('PEXPIRE', KEYS[1], window_ms * 2)
+  return { 0, 0, 0, 0 }
 end
 
 local estimate = p * (1 - pos) + c

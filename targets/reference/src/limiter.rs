@@ -3,7 +3,7 @@
 //! This is seed 000's `allow()` built out: breaker, timeout, no retries unless the policy asks,
 //! a fallback counter and a log line when the instance enters or leaves fallback.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -106,6 +106,10 @@ impl Decision {
     }
 }
 
+/// Callers a route's reconciliation counts at once when the store answers again: it delays
+/// the decision that found the store back by a round trip each.
+const RECONCILE_AT_ONCE: usize = 256;
+
 /// Everything one instance decides with.
 #[derive(Debug)]
 pub struct Limiter {
@@ -121,6 +125,9 @@ pub struct Limiter {
     degraded: Arc<AtomicBool>,
     /// When the store last answered: where a fail-static outage begins.
     last_store_answer: Mutex<Instant>,
+    /// Per route: 1 + the wall-clock window of the last turn of the local share taken, 0 for
+    /// none since (see [`Self::uncounted`]).
+    turns_in: Vec<AtomicU64>,
 }
 
 impl Limiter {
@@ -150,6 +157,7 @@ impl Limiter {
             metrics,
             degraded: Arc::new(AtomicBool::new(false)),
             last_store_answer: Mutex::new(now),
+            turns_in: (0..n).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -205,7 +213,7 @@ impl Limiter {
             (Policy::LocalOnly, _) | (_, None) => {
                 self.local_decision(index, caller, f64::from(route.limit))
             }
-            (_, Some(store)) => match self.ask_store(store, route, caller).await {
+            (_, Some(store)) => match self.ask_store(store, index, caller).await {
                 Ok(v) => self.store_decision(index, caller, v),
                 Err(reason) => {
                     self.metrics.fallback(label, reason.label());
@@ -222,9 +230,10 @@ impl Limiter {
     async fn ask_store(
         &self,
         store: &Store,
-        route: &Route,
+        index: usize,
         caller: &str,
     ) -> Result<StoreVerdict, FallbackReason> {
+        let route = &self.routes[index].0;
         let permit = if route.breaker {
             let mut breaker = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
             let before = breaker.state();
@@ -240,15 +249,14 @@ impl Limiter {
             return Err(FallbackReason::BreakerOpen);
         }
         let mut last = FallbackReason::Error;
+        let carry = self.uncounted(index, caller);
         for _attempt in 0..=route.store_retries {
             let started = Instant::now();
             let outcome = store
                 .check(
-                    route.algorithm,
-                    caller,
-                    &route.name,
-                    route.limit,
-                    route.window,
+                    (route.algorithm, caller, &route.name),
+                    (route.limit, route.window),
+                    carry,
                     route.store_timeout,
                 )
                 .await;
@@ -271,7 +279,12 @@ impl Limiter {
                         .last_store_answer
                         .lock()
                         .unwrap_or_else(|e| e.into_inner()) = now;
-                    self.leave_fallback();
+                    if carry > 0 {
+                        self.local.forget_budget(index, caller);
+                    }
+                    if self.leave_fallback() {
+                        self.reconcile(store).await;
+                    }
                     return Ok(v);
                 }
                 Err(e) => last = FallbackReason::of(&e),
@@ -367,12 +380,37 @@ impl Limiter {
         self.caught.caught_since(index, caller, since)
     }
 
+    /// What this instance admitted of `caller` on route `index` in the current window by its
+    /// own turns, which the store has not counted: the store counts it with the caller's first
+    /// decision after an outage, so the first window back does not start empty (seed 000's
+    /// burst after recovery). Only looked up in the window of the last turn taken.
+    fn uncounted(&self, index: usize, caller: &str) -> u64 {
+        let marked = self.turns_in[index].load(Ordering::Relaxed);
+        if marked == 0 {
+            return 0;
+        }
+        let (w, _) = share::window_at(SystemTime::now(), self.routes[index].0.window);
+        if marked - 1 == w {
+            self.local.budget_used(index, caller, w)
+        } else {
+            // Turns of a window gone by: the store's own counts cover this one.
+            let _ = self.turns_in[index].compare_exchange(
+                marked,
+                0,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            0
+        }
+    }
+
     /// This instance's turn of the limit ([`share::budget`]): whole requests per window that,
     /// over the live instances, add up to the limit exactly.
     fn share_decision(&self, index: usize, caller: &str) -> Decision {
         let route = &self.routes[index].0;
         let (instances, rank) = self.live.with_rank();
         let (w, into) = share::window_at(SystemTime::now(), route.window);
+        self.turns_in[index].store(w + 1, Ordering::Relaxed);
         let budget = share::budget(route.limit, instances, rank, w);
         let (allowed, remaining) =
             self.local
@@ -433,10 +471,51 @@ impl Limiter {
         }
     }
 
-    fn leave_fallback(&self) {
-        if self.degraded.swap(false, Ordering::Relaxed) {
+    /// Whether the instance was degraded until now.
+    fn leave_fallback(&self) -> bool {
+        let was = self.degraded.swap(false, Ordering::Relaxed);
+        if was {
             self.metrics.degraded(false);
             tracing::info!("leaving fallback: the store answers again");
+        }
+        was
+    }
+
+    /// Counts in the store what this instance admitted on its own in the current window, for
+    /// every caller with turns taken in it (up to [`RECONCILE_AT_ONCE`] a route; the others
+    /// with their next decision, [`Self::uncounted`]): the other instances are counting theirs
+    /// too, so the window's first store decisions see every local admission, not only those
+    /// of the instances that happened to decide for the caller first.
+    async fn reconcile(&self, store: &Store) {
+        let mut counted = 0;
+        for (index, (route, _)) in self.routes.iter().enumerate() {
+            let marked = self.turns_in[index].load(Ordering::Relaxed);
+            let (w, _) = share::window_at(SystemTime::now(), route.window);
+            if marked == 0 || marked - 1 != w {
+                continue;
+            }
+            for (caller, used) in self.local.budgets_in(index, w, RECONCILE_AT_ONCE) {
+                let outcome = store
+                    .count(
+                        (route.algorithm, &caller, &route.name),
+                        (route.limit, route.window),
+                        used,
+                        route.store_timeout,
+                    )
+                    .await;
+                if outcome.is_err() {
+                    // Gone again: what is left is counted with each caller's next decision.
+                    return;
+                }
+                self.local.forget_budget(index, &caller);
+                counted += used;
+            }
+        }
+        if counted > 0 {
+            tracing::info!(
+                counted,
+                "counted in the store what was admitted locally this window"
+            );
         }
     }
 

@@ -109,6 +109,41 @@ impl LocalCounters {
         (allowed, budget.saturating_sub(used))
     }
 
+    /// What `caller` was admitted on `route` in window `window` by this instance's budget, if
+    /// anything: what the store has not counted.
+    pub fn budget_used(&self, route: usize, caller: &str, window: u64) -> u64 {
+        let map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
+        match map.get(caller).map(|e| e.counter) {
+            Some(Counter::Budget { window: w, used }) if w == window => used,
+            _ => 0,
+        }
+    }
+
+    /// Up to `at_most` callers with turns taken on `route` in window `window`, and how many.
+    pub fn budgets_in(&self, route: usize, window: u64, at_most: usize) -> Vec<(String, u64)> {
+        let map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
+        map.iter()
+            .filter_map(|(caller, e)| match e.counter {
+                Counter::Budget { window: w, used } if w == window && used > 0 => {
+                    Some((caller.clone(), used))
+                }
+                _ => None,
+            })
+            .take(at_most)
+            .collect()
+    }
+
+    /// Forgets `caller`'s budget on `route`: the store has counted it.
+    pub fn forget_budget(&self, route: usize, caller: &str) {
+        let mut map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
+        if map
+            .get(caller)
+            .is_some_and(|e| matches!(e.counter, Counter::Budget { .. }))
+        {
+            map.remove(caller);
+        }
+    }
+
     /// Forgets callers idle for longer than `idle`, so memory follows the active callers.
     pub fn prune(&self, now: Instant, idle: Duration) {
         for route in &self.routes {

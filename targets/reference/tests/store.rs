@@ -273,3 +273,78 @@ async fn in_an_outage_the_instances_turns_add_up_to_the_limit_in_every_window_ev
         assert!(admitted.iter().all(|&n| n <= 1), "{admitted:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_outage_the_store_counts_what_the_instances_admitted_on_their_own_in_that_window()
+{
+    let mut redis = RedisServer::start();
+    let window = Duration::from_secs(10);
+    let flags = [
+        "--heartbeat-interval",
+        "100ms",
+        "--limit",
+        "10",
+        "--window",
+        "10s",
+    ];
+    let fleet = [
+        reference(&redis, &flags).await,
+        reference(&redis, &flags).await,
+    ];
+    eventually(
+        Duration::from_secs(3),
+        "two instances, ranks 0 and 1",
+        || {
+            let mut r: Vec<(u32, u32)> = fleet
+                .iter()
+                .map(|s| s.app().limiter.live_instances_and_rank())
+                .collect();
+            r.sort_unstable();
+            async move { r == [(2, 0), (2, 1)] }
+        },
+    )
+    .await;
+    start_of_a_window(window).await;
+    let started = std::time::Instant::now();
+
+    redis.kill();
+    let client = Client::default();
+    let mut local = 0;
+    for s in &fleet {
+        let answers = client.burst(s.addr(), "/api", "acme", 8).await;
+        assert!(answers.iter().all(|a| a.source == "local"), "{answers:?}");
+        local += count(&answers, 200);
+    }
+    assert_eq!(local, 10, "5 turns each");
+
+    // Back, empty: seed 000's reference would start this window from nothing and admit the
+    // limit again.
+    redis.restart();
+    for s in &fleet {
+        eventually(
+            Duration::from_secs(5),
+            "decisions from the store again",
+            || {
+                let client = client.clone();
+                let addr = s.addr();
+                async move { client.get(addr, "/api", Some("probe")).await.source == "store" }
+            },
+        )
+        .await;
+    }
+    let mut again = Vec::new();
+    for s in &fleet {
+        again.extend(client.burst(s.addr(), "/api", "acme", 8).await);
+    }
+    assert!(
+        started.elapsed() < window - Duration::from_millis(500),
+        "the window ended before the check ({:?}): inconclusive, run again",
+        started.elapsed()
+    );
+    assert!(again.iter().all(|a| a.source == "store"), "{again:?}");
+    assert_eq!(
+        count(&again, 200),
+        0,
+        "the window's 10 were counted: {again:?}"
+    );
+}

@@ -65,23 +65,22 @@ impl Store {
         format!("{}:{{{caller}}}:{route}", self.key_prefix)
     }
 
-    /// One decision for `caller` on `route`, within `timeout`.
+    /// One decision for `caller` on `route`, within `timeout`, after counting `carry` requests
+    /// this instance admitted in the current window while it decided without the store.
     pub async fn check(
         &self,
-        algorithm: Algorithm,
-        caller: &str,
-        route: &str,
-        limit: u32,
-        window: Duration,
+        (algorithm, caller, route): (Algorithm, &str, &str),
+        (limit, window): (u32, Duration),
+        carry: u64,
         timeout: Duration,
     ) -> Result<StoreVerdict, StoreError> {
-        let script = match algorithm {
-            Algorithm::SlidingWindow => &self.scripts.sliding_window,
-            Algorithm::TokenBucket => &self.scripts.token_bucket,
-        };
-        let args = [limit.to_string(), window.as_millis().max(1).to_string()];
         let (reply, reloaded) = self
-            .call(script, &self.key(caller, route), &args, timeout)
+            .run(
+                (algorithm, caller, route),
+                (limit, window),
+                (carry, false),
+                timeout,
+            )
             .await?;
         match reply.as_slice() {
             &[allowed, remaining, retry_ms, reset_ms] => Ok(StoreVerdict {
@@ -95,6 +94,46 @@ impl Store {
                 "the script returned {other:?}, expected 4 integers"
             ))),
         }
+    }
+
+    /// Counts `carry` requests of `caller` on `route` that this instance admitted in the
+    /// current window without the store, deciding nothing.
+    pub async fn count(
+        &self,
+        (algorithm, caller, route): (Algorithm, &str, &str),
+        (limit, window): (u32, Duration),
+        carry: u64,
+        timeout: Duration,
+    ) -> Result<(), StoreError> {
+        self.run(
+            (algorithm, caller, route),
+            (limit, window),
+            (carry, true),
+            timeout,
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn run(
+        &self,
+        (algorithm, caller, route): (Algorithm, &str, &str),
+        (limit, window): (u32, Duration),
+        (carry, count_only): (u64, bool),
+        timeout: Duration,
+    ) -> Result<(Vec<i64>, Reloaded), StoreError> {
+        let script = match algorithm {
+            Algorithm::SlidingWindow => &self.scripts.sliding_window,
+            Algorithm::TokenBucket => &self.scripts.token_bucket,
+        };
+        let args = [
+            limit.to_string(),
+            window.as_millis().max(1).to_string(),
+            carry.to_string(),
+            u8::from(count_only).to_string(),
+        ];
+        self.call(script, &self.key(caller, route), &args, timeout)
+            .await
     }
 
     /// Records this instance as alive and returns how many instances are, and this one's rank
