@@ -13,11 +13,17 @@ mod support;
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use failmode::load::schedule::Schedule;
-use failmode::load::{Arrival, Caller};
+use failmode::load::{Arrival, Caller, Keys, Role, Share, Spread};
 use failmode::results::RunResult;
 use failmode::scenario::Scenario;
+use support::engine::{plan, run, tenant};
+use support::scripted_server::{Server, answer};
 use support::{failmode_in, fixture_path, output_text, tenant_in};
+use tokio_util::sync::CancellationToken;
 
 /// The oracle's lead (targets/oracle/target.toml): its t0 is the first request less this.
 const LEAD_S: f64 = 0.003;
@@ -141,6 +147,21 @@ fn each_key_of_a_population_is_limited_on_its_own_as_its_draws_say_and_the_rest_
         );
         if matches!(tenant.caller, Caller::Drawn(_)) {
             rest_limited = limited;
+            // Every request of the rest is entitled (no key's average is above the limit),
+            // so each refusal counts as wrongful, the right ones in their window too: a key's
+            // draws bunch as a Poisson process's do (docs/load-engine.md).
+            let wrongful = got.wrongful_denial.unwrap();
+            let model = limited as f64 / (admitted + limited) as f64;
+            println!(
+                "{}: {limited} of {} refused by the model",
+                tenant.name,
+                admitted + limited
+            );
+            assert!(
+                (wrongful - model).abs() <= near as f64 / c.offered as f64,
+                "{}: wrongful denial {wrongful}, the model's {model}",
+                tenant.name
+            );
         }
     }
     // The rest's busier keys do go over the limit in some windows: the draws are exercised,
@@ -151,4 +172,48 @@ fn each_key_of_a_population_is_limited_on_its_own_as_its_draws_say_and_the_rest_
     assert_eq!(rest.keys, Some(291));
     assert_eq!(rest.caller, "crowd-10…crowd-300");
     assert!(support::schema_errors(&folder).is_empty());
+}
+
+/// Every request of a drawn tenant names the key its arrival's draw gives, in one process and
+/// in each worker's share: the multiset of keys the server saw is the model's exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_of_a_drawn_tenant_names_the_key_of_its_arrival_in_any_workers_share() {
+    let weights: Vec<f64> = (1..=40).map(|k| 1.0 / f64::from(k)).collect();
+    let keys = Arc::new(Keys::new("user-".into(), 3, weights).unwrap());
+    for share in [Share::WHOLE, Share::new(2, 3).unwrap()] {
+        let server = Server::start(|_| answer(200)).await;
+        let mut crowd = tenant("crowd-rest", 300.0, Spread::RoundRobin);
+        crowd.caller = Caller::Drawn(Arc::clone(&keys));
+        let mut p = plan(
+            vec![server.addr],
+            vec![tenant("acme", 20.0, Spread::RoundRobin), crowd],
+            Duration::from_millis(600),
+        );
+        p.role = Role::Sender(share);
+        let (summary, _, _) = run(p.clone(), CancellationToken::new()).await;
+        assert_eq!(summary.dropped, 0);
+        let mut drawer = keys.drawer(p.seed, 1);
+        let mut expected: Vec<String> = (0..)
+            .zip(Schedule::new(
+                p.seed,
+                0,
+                1,
+                300.0,
+                Arrival::Uniform,
+                p.duration,
+            ))
+            .filter(|&(i, _)| share.takes(i))
+            .map(|(i, _)| keys.key(drawer.key_of(i)))
+            .collect();
+        let mut seen: Vec<String> = server
+            .seen()
+            .into_iter()
+            .map(|s| s.caller)
+            .filter(|c| c != "acme")
+            .collect();
+        expected.sort();
+        seen.sort();
+        assert!(expected.len() > 50, "{share}: {}", expected.len());
+        assert_eq!(seen, expected, "{share}");
+    }
 }

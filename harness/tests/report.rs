@@ -143,7 +143,7 @@ fn every_plot_is_well_formed_svg_inline_and_on_disk() {
         "p99",
         "acme",
         "globex",
-        "limit 50 req/s per tenant",
+        "limit 50 req/s per caller",
         "429 limited",
         "5xx",
     ] {

@@ -379,14 +379,6 @@ fn tenant_value(metric: Metric, t: &TenantResult) -> Actual {
 fn seconds_of(run: &RunResult, target: &TargetResult, series: &[SeriesRow]) -> Vec<SecondSample> {
     // The target's own rule: a run may hold targets of different limits.
     let allowance_per_s = run.limit_of(target).per_s();
-    // A population's rest: its keys' allowance together.
-    let keys_of = |tenant: &str| {
-        run.tenants
-            .iter()
-            .find(|t| t.name == tenant)
-            .and_then(|t| t.keys)
-            .unwrap_or(1) as f64
-    };
     let target = target.name.as_str();
     let mut seconds: Vec<u64> = series
         .iter()
@@ -407,7 +399,7 @@ fn seconds_of(run: &RunResult, target: &TargetResult, series: &[SeriesRow]) -> V
                 .map_or(0, |r| r.p99_us);
             let tenants: Vec<_> = rows
                 .filter(|r| r.tenant != "all")
-                .map(|r| (r.counts, allowance_per_s * keys_of(&r.tenant)))
+                .map(|r| (r.counts, allowance_per_s * run.keys_of(&r.tenant) as f64))
                 .collect();
             let covered_s = (run.duration_s - second as f64).clamp(0.0, 1.0);
             second_sample(second as f64, covered_s, p99, &tenants)

@@ -35,9 +35,7 @@ impl Caller {
             Self::Drawn(keys) => keys.count() as u64,
         }
     }
-}
 
-impl Caller {
     /// A caller key both send, if any: two tenants sharing a key share its quota.
     pub fn shared_key(&self, other: &Caller) -> Option<String> {
         match (self, other) {
@@ -74,9 +72,10 @@ impl fmt::Display for Caller {
 pub struct Keys {
     prefix: String,
     first: u64,
-    /// Relative, one per key; kept to tell two sets apart and for the rates they give.
+    /// Relative, one per key; kept to tell two sets apart.
     weights: Vec<f64>,
-    alias: WeightedAliasIndex<f64>,
+    /// Shared by every target's stream of the tenant: 12 bytes a key.
+    alias: Arc<WeightedAliasIndex<f64>>,
 }
 
 /// Why a set of keys cannot be drawn from.
@@ -87,7 +86,7 @@ pub struct BadWeights;
 impl Keys {
     /// The keys `prefix` + `first`, `prefix` + (`first` + 1), … one per weight.
     pub fn new(prefix: String, first: u64, weights: Vec<f64>) -> Result<Self, BadWeights> {
-        let alias = WeightedAliasIndex::new(weights.clone()).map_err(|_| BadWeights)?;
+        let alias = Arc::new(WeightedAliasIndex::new(weights.clone()).map_err(|_| BadWeights)?);
         Ok(Self {
             prefix,
             first,
@@ -118,7 +117,7 @@ impl Keys {
         rng.set_stream(tenant as u64);
         Drawer {
             rng,
-            alias: self.alias.clone(),
+            alias: Arc::clone(&self.alias),
         }
     }
 }
@@ -151,14 +150,15 @@ impl fmt::Display for Keys {
 #[derive(Debug, Clone)]
 pub struct Drawer {
     rng: ChaCha8Rng,
-    alias: WeightedAliasIndex<f64>,
+    alias: Arc<WeightedAliasIndex<f64>>,
 }
 
 impl Drawer {
     /// The key (0-based in its set) of the arrival with index `arrival` in the tenant's whole
     /// schedule.
     pub fn key_of(&mut self, arrival: u64) -> usize {
-        // Whole 16-word blocks apart: a draw takes a few words, never another arrival's.
+        // Whole 16-word blocks apart: a draw takes a few words, never another arrival's. A
+        // seek refills rand_chacha's buffer (four blocks): a few hundred ns a draw.
         self.rng.set_word_pos(u128::from(arrival) * 16);
         self.alias.sample(&mut self.rng)
     }

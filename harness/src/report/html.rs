@@ -333,7 +333,7 @@ fn admitted_table(out: &mut String, run: &RunResult) -> std::fmt::Result {
     write!(
         out,
         "<h3>Admitted requests per second, per tenant</h3>\n<p class=\"muted\">Limit: {} per \
-tenant.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\">target</th><th class=\"l\">phase\
+caller key (a population's rest: per key of it).</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\">target</th><th class=\"l\">phase\
 </th>",
         limit_rate(run)
     )?;

@@ -363,6 +363,16 @@ impl RunResult {
         target.limit.unwrap_or_else(|| self.limit_of_run())
     }
 
+    /// How many caller keys tenant `name` sends (a population's rest: many; else one): its
+    /// allowance is theirs together.
+    pub fn keys_of(&self, name: &str) -> u64 {
+        self.tenants
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.keys)
+            .unwrap_or(1)
+    }
+
     /// The scenario's limit, every target's unless its manifest declares its own.
     pub fn limit_of_run(&self) -> TargetLimit {
         TargetLimit {

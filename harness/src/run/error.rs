@@ -35,6 +35,9 @@ pub enum RunError {
     },
     #[error("the load generator failed")]
     Load(#[from] load::LoadError),
+    /// A plan the load generator would refuse, found before anything starts.
+    #[error(transparent)]
+    Unsendable(load::LoadError),
     #[error("interrupted before any load was sent; everything started was stopped (logs in {0})")]
     InterruptedBeforeLoad(PathBuf),
     #[error("cannot join the batches' results")]

@@ -37,7 +37,30 @@ pub(super) fn resolve(opts: &RunOptions) -> Result<Vec<TargetDef>, RunError> {
             *def = attached.over(def);
         }
     }
+    refuse_drawn_by_address(&opts.scenario, &defs)?;
     Ok(defs)
+}
+
+/// A population's rest sends thousands of keys in a header; a target that tells callers by
+/// address would need an address per key. Refused here, before anything starts, as the load
+/// generator would refuse it at the start of the load.
+fn refuse_drawn_by_address(
+    scenario: &crate::scenario::Scenario,
+    defs: &[TargetDef],
+) -> Result<(), RunError> {
+    let drawn = scenario
+        .tenants
+        .iter()
+        .find(|t| matches!(t.caller, crate::load::Caller::Drawn(_)));
+    match (drawn, defs.iter().find(|d| d.caller.by_address())) {
+        (Some(tenant), Some(target)) => Err(RunError::Unsendable(
+            crate::load::LoadError::DrawnKeysByAddress {
+                target: target.name.clone(),
+                tenant: tenant.name.clone(),
+            },
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Refuses what cannot run, before anything is started or written.

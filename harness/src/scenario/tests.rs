@@ -392,3 +392,21 @@ fn a_population_refuses_no_keys_a_bad_exponent_and_a_key_another_tenant_sends() 
     let e = err(&with_population(1000, "top = 101"));
     assert!(e.contains("at most 100"), "{e}");
 }
+
+#[test]
+fn a_population_refuses_more_top_keys_than_keys_and_a_prefix_a_header_cannot_carry() {
+    let e = err(&with_population(10, "top = 11"));
+    assert!(e.contains("populations.top") && e.contains("more than its 10 keys"), "{e}");
+    let e = err(&with_population(10, "caller_prefix = \"a\\tb\""));
+    assert!(e.contains("populations.caller_prefix"), "{e}");
+    let e = err(&with_population(10, "").replace("name = \"acme\"", "name = \"crowd-rest\""));
+    assert!(e.contains("populations.name") && e.contains("names two tenants"), "{e}");
+}
+
+#[test]
+fn a_rest_of_one_key_is_a_tenant_of_that_key_not_a_draw() {
+    let s = Scenario::parse(&with_population(6, ""), "test.toml").unwrap();
+    let rest = s.tenants.last().unwrap();
+    assert_eq!(rest.name, "crowd-rest");
+    assert_eq!(rest.caller, crate::load::Caller::Key("crowd-6".into()));
+}

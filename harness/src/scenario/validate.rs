@@ -141,12 +141,22 @@ fn distinct(
 ) -> Result<(), ScenarioError> {
     // "all" names every tenant together in run.json, series.csv and the logs.
     let t = &tenant.name;
-    if !is_plain_name(t) || t == "all" || known.iter().any(|o| &o.name == t) {
+    if known.iter().any(|o| &o.name == t) {
         return Err(invalid.at(
             &format!("{table}.name"),
             span,
             format!(
-                "{t:?} must be unique, not \"all\" (every tenant together), and made of \
+                "{t:?} names two tenants (a population's are named NAME-1, NAME-2, … and \
+                 NAME-rest)"
+            ),
+        ));
+    }
+    if !is_plain_name(t) || t == "all" {
+        return Err(invalid.at(
+            &format!("{table}.name"),
+            span,
+            format!(
+                "{t:?} must not be \"all\" (every tenant together) and must be made of \
                  letters, digits, '-', '_' or '.'"
             ),
         ));

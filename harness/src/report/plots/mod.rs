@@ -101,7 +101,12 @@ pub(super) fn admitted(
             let points = tenant_rows(rows, tenant)
                 .into_iter()
                 .map(|r| (r.second, Some(r.counts.admitted as f64)));
-            Line::from_seconds(tenant.as_str(), *colour, points)
+            // A population's rest: the limit line is each of its keys', not the whole's.
+            let label = match run.keys_of(tenant) {
+                1 => tenant.clone(),
+                keys => format!("{tenant} ({keys} keys)"),
+            };
+            Line::from_seconds(&label, *colour, points)
         })
         .collect();
     let judged = run.limit_of(target);
@@ -113,7 +118,7 @@ pub(super) fn admitted(
             LimitSource::Deployment => ", its deployment file's",
         };
         lines.push(Line {
-            label: format!("limit {} req/s per tenant{whose}", tick_label(limit)),
+            label: format!("limit {} req/s per caller{whose}", tick_label(limit)),
             colour: RGBColor(60, 60, 60),
             dashed: true,
             width: 2,
