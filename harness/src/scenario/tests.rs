@@ -396,11 +396,17 @@ fn a_population_refuses_no_keys_a_bad_exponent_and_a_key_another_tenant_sends() 
 #[test]
 fn a_population_refuses_more_top_keys_than_keys_and_a_prefix_a_header_cannot_carry() {
     let e = err(&with_population(10, "top = 11"));
-    assert!(e.contains("populations.top") && e.contains("more than its 10 keys"), "{e}");
+    assert!(
+        e.contains("populations.top") && e.contains("more than its 10 keys"),
+        "{e}"
+    );
     let e = err(&with_population(10, "caller_prefix = \"a\\tb\""));
     assert!(e.contains("populations.caller_prefix"), "{e}");
     let e = err(&with_population(10, "").replace("name = \"acme\"", "name = \"crowd-rest\""));
-    assert!(e.contains("populations.name") && e.contains("names two tenants"), "{e}");
+    assert!(
+        e.contains("populations.name") && e.contains("names two tenants"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -1,7 +1,9 @@
 -- Sliding-window counter (seed 000), atomic in Redis. Mirrors src/window.rs.
 -- KEYS[1] = the caller's counter, hash-tagged: "rl:{caller}:route" (fields w, c, p)
 -- ARGV[1] = limit per window, ARGV[2] = window length in milliseconds, ARGV[3] = requests the
--- instance admitted in this window on its own while it could not reach Redis (counted first)
+-- instance admitted in this window on its own while it could not reach Redis (counted first),
+-- ARGV[4] = '1' to count them and decide nothing, ARGV[5] = those it admitted on its own in the
+-- window before (counted into the previous window, which the estimate weighs)
 -- Returns { allowed (0/1), remaining, retry_after_ms, reset_ms }
 local limit = tonumber(ARGV[1])
 local window_ms = tonumber(ARGV[2])
@@ -21,6 +23,7 @@ elseif sw == w - 1 then
 end
 
 c = c + (tonumber(ARGV[3]) or 0)
+p = p + (tonumber(ARGV[5]) or 0)
 
 if ARGV[4] == '1' then
   -- Counting only (the instance's reconciliation after an outage): no decision.

@@ -1,8 +1,9 @@
 -- Token bucket (seed 004), refill computed in Redis. Mirrors src/bucket.rs.
 -- KEYS[1] = the caller's bucket, hash-tagged: "rl:{caller}:route" (fields tokens, ts)
 -- ARGV[1] = capacity (the limit per window), ARGV[2] = window length in milliseconds,
--- ARGV[3] = requests the instance admitted on its own while it could not reach Redis (taken
--- first: the bucket may go below zero, and refills from there), ARGV[4] = '1' to take them and
+-- ARGV[3] and ARGV[5] = requests the instance admitted on its own in this window and the one
+-- before while it could not reach Redis (taken first: the bucket may go below zero, and refills
+-- from there), ARGV[4] = '1' to take them and
 -- decide nothing
 -- Returns { allowed (0/1), remaining, retry_after_ms, reset_ms }
 local capacity = tonumber(ARGV[1])
@@ -20,7 +21,7 @@ else
   tokens = math.min(capacity, tokens + math.max(0, now_ms - ts) * rate)
 end
 
-tokens = tokens - (tonumber(ARGV[3]) or 0)
+tokens = tokens - (tonumber(ARGV[3]) or 0) - (tonumber(ARGV[5]) or 0)
 
 if ARGV[4] == '1' then
   -- Counting only (the instance's reconciliation after an outage): no decision.

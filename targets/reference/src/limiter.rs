@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::breaker::{Breaker, BreakerSettings, BreakerState, Permit};
 use crate::instances::LiveInstances;
-use crate::local::{CaughtCallers, LocalCounters};
+use crate::local::{CaughtCallers, LocalCounters, Uncounted};
 use crate::metrics::{Metrics, RouteLabel};
 use crate::policy::{Policy, Route};
 use crate::share;
@@ -279,8 +279,8 @@ impl Limiter {
                         .last_store_answer
                         .lock()
                         .unwrap_or_else(|e| e.into_inner()) = now;
-                    if carry > 0 {
-                        self.local.forget_budget(index, caller);
+                    if carry.any() {
+                        self.local.counted_by_store(index, caller);
                     }
                     if self.leave_fallback() {
                         self.reconcile(store).await;
@@ -321,6 +321,14 @@ impl Limiter {
     }
 
     fn store_decision(&self, index: usize, caller: &str, v: StoreVerdict) -> Decision {
+        let route = &self.routes[index].0;
+        if v.allowed && route.policy.takes_turns() {
+            // Should the store go away in this window, this instance's turns are what is
+            // left of its budget after these.
+            let (w, _) = share::window_at(SystemTime::now(), route.window);
+            self.local
+                .admitted_by_store(index, caller, w, Instant::now());
+        }
         if v.allowed {
             Decision::Admitted {
                 source: Source::Store,
@@ -380,27 +388,29 @@ impl Limiter {
         self.caught.caught_since(index, caller, since)
     }
 
-    /// What this instance admitted of `caller` on route `index` in the current window by its
-    /// own turns, which the store has not counted: the store counts it with the caller's first
-    /// decision after an outage, so the first window back does not start empty (seed 000's
-    /// burst after recovery). Only looked up in the window of the last turn taken.
-    fn uncounted(&self, index: usize, caller: &str) -> u64 {
+    /// What this instance admitted of `caller` on route `index` by its own turns in the
+    /// current window and the one before, which the store has not counted: the store counts
+    /// it with the caller's first decision after an outage, so the first window back does not
+    /// start empty (seed 000's burst after recovery) and its sliding estimate weighs the
+    /// window before as it was. Only looked up while turns were taken in those two windows.
+    fn uncounted(&self, index: usize, caller: &str) -> Uncounted {
         let marked = self.turns_in[index].load(Ordering::Relaxed);
         if marked == 0 {
-            return 0;
+            return Uncounted::default();
         }
         let (w, _) = share::window_at(SystemTime::now(), self.routes[index].0.window);
-        if marked - 1 == w {
-            self.local.budget_used(index, caller, w)
+        if marked >= w {
+            // marked − 1 is w or w − 1.
+            self.local.uncounted(index, caller, w)
         } else {
-            // Turns of a window gone by: the store's own counts cover this one.
+            // Turns of windows gone by: the store's own counts cover these.
             let _ = self.turns_in[index].compare_exchange(
                 marked,
                 0,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             );
-            0
+            Uncounted::default()
         }
     }
 
@@ -491,15 +501,15 @@ impl Limiter {
         for (index, (route, _)) in self.routes.iter().enumerate() {
             let marked = self.turns_in[index].load(Ordering::Relaxed);
             let (w, _) = share::window_at(SystemTime::now(), route.window);
-            if marked == 0 || marked - 1 != w {
+            if marked == 0 || marked < w {
                 continue;
             }
-            for (caller, used) in self.local.budgets_in(index, w, RECONCILE_AT_ONCE) {
+            for (caller, uncounted) in self.local.all_uncounted(index, w, RECONCILE_AT_ONCE) {
                 let outcome = store
                     .count(
                         (route.algorithm, &caller, &route.name),
                         (route.limit, route.window),
-                        used,
+                        uncounted,
                         route.store_timeout,
                     )
                     .await;
@@ -507,8 +517,8 @@ impl Limiter {
                     // Gone again: what is left is counted with each caller's next decision.
                     return;
                 }
-                self.local.forget_budget(index, &caller);
-                counted += used;
+                self.local.counted_by_store(index, &caller);
+                counted += uncounted.now + uncounted.before;
             }
         }
         if counted > 0 {

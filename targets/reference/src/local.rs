@@ -13,11 +13,32 @@ use crate::window::{SlidingWindow, Verdict};
 enum Counter {
     Window(SlidingWindow),
     Bucket(TokenBucket),
-    /// Whole requests admitted in window `window` of the instance's budget (`crate::share`).
-    Budget {
-        window: u64,
-        used: u64,
-    },
+    /// This instance's admissions in one window, for its budget (`crate::share`).
+    Budget(Admissions),
+}
+
+/// What one instance admitted of a caller in window `window`: decided by the store, and by its
+/// own turns while the store was away (which the store has not counted yet), and its turns of
+/// the window before, which the store's sliding estimate weighs too.
+#[derive(Debug, Clone, Copy, Default)]
+struct Admissions {
+    window: u64,
+    by_store: u64,
+    by_turns: u64,
+    turns_before: u64,
+}
+
+/// Turns the store has not counted: in the current window and the one before.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Uncounted {
+    pub now: u64,
+    pub before: u64,
+}
+
+impl Uncounted {
+    pub fn any(self) -> bool {
+        self.now + self.before > 0
+    }
 }
 
 #[derive(Debug)]
@@ -70,7 +91,7 @@ impl LocalCounters {
             Counter::Window(w) => w.check(now_s, limit, window_s),
             Counter::Bucket(b) => b.check(now_s, limit, window_s),
             // A route decides by one kind of counter; this one was the budget's before.
-            Counter::Budget { .. } => {
+            Counter::Budget(_) => {
                 let mut w = SlidingWindow::default();
                 let verdict = w.check(now_s, limit, window_s);
                 entry.counter = Counter::Window(w);
@@ -79,9 +100,47 @@ impl LocalCounters {
         }
     }
 
+    /// Applies `f` to the admissions of `caller` on `route` in window `window` (started from
+    /// none in a new window).
+    fn with_budget<R>(
+        &self,
+        (route, caller): (usize, &str),
+        window: u64,
+        now: Instant,
+        f: impl FnOnce(&mut Admissions) -> R,
+    ) -> R {
+        let mut map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
+        let mut a = match map.get(caller).map(|e| e.counter) {
+            Some(Counter::Budget(a)) if a.window == window => a,
+            Some(Counter::Budget(a)) if a.window + 1 == window => Admissions {
+                window,
+                turns_before: a.by_turns,
+                ..Admissions::default()
+            },
+            _ => Admissions {
+                window,
+                ..Admissions::default()
+            },
+        };
+        let out = f(&mut a);
+        let entry = Entry {
+            counter: Counter::Budget(a),
+            last_used: now,
+        };
+        match map.get_mut(caller) {
+            Some(e) => *e = entry,
+            None => {
+                map.insert(caller.to_owned(), entry);
+            }
+        }
+        out
+    }
+
     /// Decides one request of `caller` on `route` against `budget`, this instance's whole
-    /// requests for window number `window` (`crate::share::budget`): whether it is admitted,
-    /// and what is left of the budget after it.
+    /// requests for window number `window` (`crate::share::budget`), counting what the store
+    /// admitted through this instance in that window before it went away: the instances'
+    /// budgets less their store admissions add up to what the window has left. Whether it is
+    /// admitted, and what is left of the budget after it.
     pub fn check_budget(
         &self,
         route: usize,
@@ -89,58 +148,53 @@ impl LocalCounters {
         (window, budget): (u64, u64),
         now: Instant,
     ) -> (bool, u64) {
-        let mut map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
-        let fresh = Counter::Budget { window, used: 0 };
-        let entry = match map.get_mut(caller) {
-            Some(entry) => entry,
-            None => map.entry(caller.to_owned()).or_insert(Entry {
-                counter: fresh,
-                last_used: now,
-            }),
-        };
-        entry.last_used = now;
-        let used = match entry.counter {
-            Counter::Budget { window: seen, used } if seen == window => used,
-            _ => 0,
-        };
-        let allowed = used < budget;
-        let used = used + u64::from(allowed);
-        entry.counter = Counter::Budget { window, used };
-        (allowed, budget.saturating_sub(used))
+        self.with_budget((route, caller), window, now, |a| {
+            let allowed = a.by_store + a.by_turns < budget;
+            a.by_turns += u64::from(allowed);
+            (allowed, budget.saturating_sub(a.by_store + a.by_turns))
+        })
     }
 
-    /// What `caller` was admitted on `route` in window `window` by this instance's budget, if
-    /// anything: what the store has not counted.
-    pub fn budget_used(&self, route: usize, caller: &str, window: u64) -> u64 {
+    /// The store admitted `caller` on `route` through this instance in window `window`.
+    pub fn admitted_by_store(&self, route: usize, caller: &str, window: u64, now: Instant) {
+        self.with_budget((route, caller), window, now, |a| a.by_store += 1);
+    }
+
+    /// What `caller` was admitted on `route` by this instance's turns in window `window` and
+    /// the one before, which the store has not counted.
+    pub fn uncounted(&self, route: usize, caller: &str, window: u64) -> Uncounted {
         let map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
-        match map.get(caller).map(|e| e.counter) {
-            Some(Counter::Budget { window: w, used }) if w == window => used,
-            _ => 0,
-        }
+        uncounted_in(map.get(caller).map(|e| e.counter), window)
     }
 
-    /// Up to `at_most` callers with turns taken on `route` in window `window`, and how many.
-    pub fn budgets_in(&self, route: usize, window: u64, at_most: usize) -> Vec<(String, u64)> {
+    /// Up to `at_most` callers with turns on `route` in window `window` or the one before that
+    /// the store has not counted.
+    pub fn all_uncounted(
+        &self,
+        route: usize,
+        window: u64,
+        at_most: usize,
+    ) -> Vec<(String, Uncounted)> {
         let map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
         map.iter()
-            .filter_map(|(caller, e)| match e.counter {
-                Counter::Budget { window: w, used } if w == window && used > 0 => {
-                    Some((caller.clone(), used))
-                }
-                _ => None,
-            })
+            .map(|(caller, e)| (caller, uncounted_in(Some(e.counter), window)))
+            .filter(|(_, u)| u.any())
             .take(at_most)
+            .map(|(caller, u)| (caller.clone(), u))
             .collect()
     }
 
-    /// Forgets `caller`'s budget on `route`: the store has counted it.
-    pub fn forget_budget(&self, route: usize, caller: &str) {
+    /// The store has counted `caller`'s turns on `route`: they count as the store's now.
+    pub fn counted_by_store(&self, route: usize, caller: &str) {
         let mut map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
-        if map
-            .get(caller)
-            .is_some_and(|e| matches!(e.counter, Counter::Budget { .. }))
+        if let Some(Entry {
+            counter: Counter::Budget(a),
+            ..
+        }) = map.get_mut(caller)
         {
-            map.remove(caller);
+            a.by_store += a.by_turns;
+            a.by_turns = 0;
+            a.turns_before = 0;
         }
     }
 
@@ -160,6 +214,22 @@ impl LocalCounters {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The turns of a budget counter the store has not counted, as of window `window`.
+fn uncounted_in(counter: Option<Counter>, window: u64) -> Uncounted {
+    match counter {
+        Some(Counter::Budget(a)) if a.window == window => Uncounted {
+            now: a.by_turns,
+            before: a.turns_before,
+        },
+        // Its last window is now the one before.
+        Some(Counter::Budget(a)) if a.window + 1 == window => Uncounted {
+            now: 0,
+            before: a.by_turns,
+        },
+        _ => Uncounted::default(),
     }
 }
 
@@ -240,6 +310,44 @@ mod tests {
             .count();
         // A full bucket of 12.5 plus the refill over the second.
         assert!((24..=26).contains(&admitted), "{admitted}");
+    }
+
+    #[test]
+    fn a_budget_counts_what_the_store_admitted_in_its_window_and_carries_only_its_own_turns() {
+        let t0 = Instant::now();
+        let local = LocalCounters::new(1, t0);
+        for _ in 0..5 {
+            local.admitted_by_store(0, "acme", 7, t0);
+        }
+        // The store went away: 13 this window, 5 of them taken already.
+        let admitted = (0..20)
+            .filter(|_| local.check_budget(0, "acme", (7, 13), t0).0)
+            .count();
+        assert_eq!(admitted, 8);
+        let eight = Uncounted { now: 8, before: 0 };
+        assert_eq!(
+            local.uncounted(0, "acme", 7),
+            eight,
+            "what the store has not counted"
+        );
+        assert!(!local.check_budget(0, "acme", (7, 13), t0).0, "13 in all");
+        // In the next window they are the window before's, and a new budget begins.
+        assert_eq!(
+            local.uncounted(0, "acme", 8),
+            Uncounted { now: 0, before: 8 }
+        );
+        assert!(local.check_budget(0, "acme", (8, 13), t0).0);
+        assert_eq!(
+            local.uncounted(0, "acme", 8),
+            Uncounted { now: 1, before: 8 }
+        );
+        // Counted by the store: nothing is left to carry, and the budget still counts them.
+        local.counted_by_store(0, "acme");
+        assert_eq!(local.uncounted(0, "acme", 8), Uncounted::default());
+        let admitted = (0..20)
+            .filter(|_| local.check_budget(0, "acme", (8, 13), t0).0)
+            .count();
+        assert_eq!(admitted, 12);
     }
 
     #[test]

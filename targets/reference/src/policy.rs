@@ -43,6 +43,15 @@ impl Policy {
         !matches!(self, Self::LocalOnly | Self::None)
     }
 
+    /// Whether the store's absence is met with the instance's turns of the limit
+    /// (`crate::share`).
+    pub fn takes_turns(self) -> bool {
+        matches!(
+            self,
+            Self::LocalShare | Self::FailStatic | Self::TimeoutOnly
+        )
+    }
+
     pub fn default_store_timeout(self) -> Duration {
         match self {
             Self::RetryThenDeny => Duration::from_millis(50),

@@ -120,12 +120,17 @@ async fn healthy_phase(redis: &RedisServer, fleet: &Fleet) {
 async fn assert_outage_behaviour(fleet: &Fleet, reason: &str) {
     let acme = fleet.burst("acme", 12).await;
     let globex = fleet.burst("globex", 3).await;
-    for ((policy, acme), (_, globex)) in acme.iter().zip(&globex) {
+    // A caller not seen this window, over the limit: its turn only.
+    let initech = fleet.burst("initech", 12).await;
+    for (((policy, acme), (_, globex)), (_, initech)) in acme.iter().zip(&globex).zip(&initech) {
         let ctx = format!("{policy} with Redis {reason}");
         match *policy {
             "local-share" | "timeout-only" => {
-                assert_eq!(count(acme, 200), 5, "{ctx}: acme gets limit / 2 locally");
-                assert_eq!(count(acme, 429), 7, "{ctx}");
+                // Its turn is limit / 2 a window, and the store admitted acme its whole limit
+                // through this instance in this window already: nothing is left of it.
+                assert_eq!(count(acme, 200), 0, "{ctx}: acme's turn is spent");
+                assert_eq!(count(acme, 429), 12, "{ctx}");
+                assert_eq!(count(initech, 200), 5, "{ctx}: limit / 2 locally");
                 assert_eq!(count(globex, 200), 3, "{ctx}: globex is not refused");
                 assert_eq!(sources(acme), ["local"], "{ctx}");
             }
@@ -194,11 +199,13 @@ async fn assert_outage_behaviour(fleet: &Fleet, reason: &str) {
             &local_share,
             r#"failmode_fallback_total{route="api",reason="breaker_open"}"#
         ),
-        15.0 - calls(&local_share),
+        27.0 - calls(&local_share),
         "every other decision skipped the store"
     );
-    assert_eq!(calls(&fleet.metrics("timeout-only").await), 15.0);
-    assert_eq!(calls(&fleet.metrics("retry-then-deny").await), 30.0);
+    // 12 + 3 + 12 decisions, each a call: no breaker.
+    assert_eq!(calls(&fleet.metrics("timeout-only").await), 27.0);
+    // Each with its retry.
+    assert_eq!(calls(&fleet.metrics("retry-then-deny").await), 54.0);
     assert_eq!(calls(&fleet.metrics("local-only").await), 0.0);
     assert_eq!(metric(&local_share, "failmode_degraded"), 1.0);
 }
@@ -215,7 +222,7 @@ async fn with_redis_hung_each_policy_falls_back_as_designed() {
         r#"failmode_fallback_total{route="api",reason="timeout"}"#,
     );
     assert_eq!(
-        timeouts, 15.0,
+        timeouts, 27.0,
         "a hung Redis is a timeout, every time without a breaker"
     );
     redis.resume();
@@ -233,7 +240,7 @@ async fn with_redis_killed_each_policy_falls_back_as_designed() {
         r#"failmode_fallback_total{route="api",reason="connection"}"#,
     );
     assert_eq!(
-        refused, 15.0,
+        refused, 27.0,
         "a dead Redis fails fast, as a connection error"
     );
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use redis::Client;
 
+use crate::local::Uncounted;
 use crate::policy::Algorithm;
 use connection::Connection;
 use scripts::{LuaScript, Reloaded, Scripts};
@@ -65,13 +66,14 @@ impl Store {
         format!("{}:{{{caller}}}:{route}", self.key_prefix)
     }
 
-    /// One decision for `caller` on `route`, within `timeout`, after counting `carry` requests
-    /// this instance admitted in the current window while it decided without the store.
+    /// One decision for `caller` on `route`, within `timeout`, after counting `carry`, the
+    /// requests this instance admitted in the current window and the one before while it
+    /// decided without the store.
     pub async fn check(
         &self,
         (algorithm, caller, route): (Algorithm, &str, &str),
         (limit, window): (u32, Duration),
-        carry: u64,
+        carry: Uncounted,
         timeout: Duration,
     ) -> Result<StoreVerdict, StoreError> {
         let (reply, reloaded) = self
@@ -96,13 +98,13 @@ impl Store {
         }
     }
 
-    /// Counts `carry` requests of `caller` on `route` that this instance admitted in the
-    /// current window without the store, deciding nothing.
+    /// Counts `carry`, the requests of `caller` on `route` that this instance admitted in the
+    /// current window and the one before without the store, deciding nothing.
     pub async fn count(
         &self,
         (algorithm, caller, route): (Algorithm, &str, &str),
         (limit, window): (u32, Duration),
-        carry: u64,
+        carry: Uncounted,
         timeout: Duration,
     ) -> Result<(), StoreError> {
         self.run(
@@ -119,7 +121,7 @@ impl Store {
         &self,
         (algorithm, caller, route): (Algorithm, &str, &str),
         (limit, window): (u32, Duration),
-        (carry, count_only): (u64, bool),
+        (carry, count_only): (Uncounted, bool),
         timeout: Duration,
     ) -> Result<(Vec<i64>, Reloaded), StoreError> {
         let script = match algorithm {
@@ -129,8 +131,9 @@ impl Store {
         let args = [
             limit.to_string(),
             window.as_millis().max(1).to_string(),
-            carry.to_string(),
+            carry.now.to_string(),
             u8::from(count_only).to_string(),
+            carry.before.to_string(),
         ];
         self.call(script, &self.key(caller, route), &args, timeout)
             .await
