@@ -21,45 +21,21 @@ use failmode::load::{Arrival, Caller, Keys, Role, Share, Spread};
 use failmode::results::RunResult;
 use failmode::scenario::Scenario;
 use support::engine::{plan, run, tenant};
+use support::oracle::{self, NEAR_S};
 use support::scripted_server::{Server, answer};
 use support::{failmode_in, fixture_path, output_text, tenant_in};
 use tokio_util::sync::CancellationToken;
 
-/// The oracle's lead (targets/oracle/target.toml): its t0 is the first request less this.
-const LEAD_S: f64 = 0.003;
-/// How far an arrival's place on the oracle's clock may be from the model's (see
-/// tests/verdicts.rs): such an arrival may count in either window.
-const NEAR_S: f64 = 0.005;
-
 /// Per tenant: (admitted, limited, arrivals near a window's boundary), by the model.
 fn expected(scenario: &Scenario) -> Vec<(u64, u64, u64)> {
-    let arrivals: Vec<Vec<f64>> = scenario
-        .tenants
-        .iter()
-        .enumerate()
-        .map(|(ni, t)| {
-            assert_eq!(
-                t.arrival,
-                Arrival::Uniform,
-                "the model is of uniform arrivals"
-            );
-            Schedule::new(
-                scenario.seed,
-                0,
-                ni,
-                t.rate_per_s,
-                t.arrival,
-                scenario.duration,
-            )
-            .map(|d| d.as_secs_f64())
-            .collect()
-        })
-        .collect();
-    let t0 = arrivals
-        .iter()
-        .filter_map(|a| a.first().copied())
-        .fold(f64::INFINITY, f64::min)
-        - LEAD_S;
+    for t in &scenario.tenants {
+        assert_eq!(
+            t.arrival,
+            Arrival::Uniform,
+            "the model is of uniform arrivals"
+        );
+    }
+    let (arrivals, t0) = oracle::arrivals(scenario, 0);
     let window_s = scenario.window.as_secs_f64();
     // Admitted per (caller key, window): keys are the limiter's unit, not tenants.
     let mut used: BTreeMap<(String, i64), f64> = BTreeMap::new();

@@ -16,12 +16,11 @@ use std::time::Duration;
 use failmode::compare::{self, Certainty, CompareOptions, Metric, Verdict};
 use failmode::gate::recovery::Recovery;
 use failmode::gate::{self, Actual};
-use failmode::load::Arrival;
-use failmode::load::schedule::Schedule;
 use failmode::metrics::Counts;
 use failmode::results::RunResult;
 use failmode::results::read::read_series;
 use failmode::scenario::Scenario;
+use support::oracle::{self, NEAR_S};
 use support::{failmode_in, failmode_with_env, fixture_path, tenant_in};
 
 /// The runs of this file one at a time: each measures latency, and two at once on two cores
@@ -34,14 +33,8 @@ fn one_run_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The oracle's base delay and its lead (targets/oracle/target.toml).
+/// The oracle's base delay (targets/oracle/target.toml).
 const DELAY: Duration = Duration::from_millis(5);
-const LEAD_S: f64 = 0.003;
-/// How far an arrival's place on the oracle's clock may be from the model's. The model takes
-/// every request's send lag to equal the first one's, which set the oracle's t0; the first pays
-/// for its connection in the (debug) harness, and runs here put a few requests a run up to a
-/// few milliseconds across a boundary (a 429 counted before a cut that the model put in it).
-const NEAR_S: f64 = 0.005;
 /// Targets run at a time (`--batch`): all eight at once, the debug harness beside them on 2
 /// cores, put 30 ms spikes into seconds of 5 ms answers, and the recovery band is 2 × p90 +
 /// 5 ms.
@@ -80,30 +73,8 @@ fn script(target: &str, t: f64) -> Act {
 fn expected(scenario: &Scenario) -> BTreeMap<(String, String, String), (Counts, u64, bool)> {
     let mut out = BTreeMap::new();
     for (ti, target) in scenario.targets.iter().enumerate() {
-        let arrivals: Vec<Vec<f64>> = scenario
-            .tenants
-            .iter()
-            .enumerate()
-            .map(|(ni, tenant)| {
-                Schedule::new(
-                    scenario.seed,
-                    // Its index in its batch: each batch is a run of its own targets.
-                    ti % BATCH,
-                    ni,
-                    tenant.rate_per_s,
-                    Arrival::Uniform,
-                    scenario.duration,
-                )
-                .map(|d| d.as_secs_f64())
-                .collect()
-            })
-            .collect();
-        // t0: the first request any tenant sends, less the oracle's lead.
-        let t0 = arrivals
-            .iter()
-            .filter_map(|a| a.first().copied())
-            .fold(f64::INFINITY, f64::min)
-            - LEAD_S;
+        // Its index in its batch: each batch is a run of its own targets.
+        let (arrivals, t0) = oracle::arrivals(scenario, ti % BATCH);
         for (ni, tenant) in scenario.tenants.iter().enumerate() {
             let mut admitted_in_window: BTreeMap<i64, u32> = BTreeMap::new();
             for &at in &arrivals[ni] {

@@ -2,7 +2,7 @@
 //! up in a run, a synthetic results folder (run.json, series.csv) with two targets, one that
 //! admits everything during the outage and one that answers 500, a proxied Redis
 //! (`proxied`), a deployed fleet (`deployed`), the load engine driven directly (`engine`), a
-//! scripted HTTP server (`scripted_server`) and
+//! scripted HTTP server (`scripted_server`), the oracle's clock (`oracle`) and
 //! a project whose target is a Python stub, with the processes a run started (`stub`).
 
 // Each test crate that includes this uses part of it.
@@ -10,6 +10,7 @@
 
 pub(crate) mod deployed;
 pub(crate) mod engine;
+pub(crate) mod oracle;
 pub(crate) mod proxied;
 pub(crate) mod scripted_server;
 pub(crate) mod stub;

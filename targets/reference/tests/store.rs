@@ -208,6 +208,29 @@ async fn the_live_instance_count_is_learnt_from_redis_and_frozen_while_it_is_dow
     assert_eq!(health.status, 200, "healthz never touches Redis");
 }
 
+/// `n` instances on `redis`, once each has learnt the count and a rank of its own.
+async fn ranked_fleet(
+    redis: &RedisServer,
+    n: u32,
+    flags: &[&str],
+) -> Vec<failmode_reference::Server> {
+    let mut fleet = Vec::new();
+    for _ in 0..n {
+        fleet.push(reference(redis, flags).await);
+    }
+    eventually(Duration::from_secs(3), "the count and a rank each", || {
+        let mut r: Vec<(u32, u32)> = fleet
+            .iter()
+            .map(|s| s.app().limiter.live_instances_and_rank())
+            .collect();
+        r.sort_unstable();
+        let want: Vec<(u32, u32)> = (0..n).map(|k| (n, k)).collect();
+        async move { r == want }
+    })
+    .await;
+    fleet
+}
+
 /// Waits for the start of a wall-clock window of `window`, as the instances number them.
 async fn start_of_a_window(window: Duration) {
     let since = std::time::SystemTime::now()
@@ -231,23 +254,7 @@ async fn in_an_outage_the_instances_turns_add_up_to_the_limit_in_every_window_ev
         "--window",
         "1s",
     ];
-    let mut fleet = Vec::new();
-    for _ in 0..4 {
-        fleet.push(reference(&redis, &flags).await);
-    }
-    eventually(
-        Duration::from_secs(3),
-        "four instances, ranks 0–3",
-        || {
-            let mut r: Vec<(u32, u32)> = fleet
-                .iter()
-                .map(|s| s.app().limiter.live_instances_and_rank())
-                .collect();
-            r.sort_unstable();
-            async move { r == [(4, 0), (4, 1), (4, 2), (4, 3)] }
-        },
-    )
-    .await;
+    let fleet = ranked_fleet(&redis, 4, &flags).await;
     redis.kill();
 
     let client = Client::default();
@@ -287,23 +294,7 @@ async fn after_an_outage_the_store_counts_what_the_instances_admitted_on_their_o
         "--window",
         "10s",
     ];
-    let fleet = [
-        reference(&redis, &flags).await,
-        reference(&redis, &flags).await,
-    ];
-    eventually(
-        Duration::from_secs(3),
-        "two instances, ranks 0 and 1",
-        || {
-            let mut r: Vec<(u32, u32)> = fleet
-                .iter()
-                .map(|s| s.app().limiter.live_instances_and_rank())
-                .collect();
-            r.sort_unstable();
-            async move { r == [(2, 0), (2, 1)] }
-        },
-    )
-    .await;
+    let fleet = ranked_fleet(&redis, 2, &flags).await;
     start_of_a_window(window).await;
     let started = std::time::Instant::now();
 
