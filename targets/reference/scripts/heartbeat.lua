@@ -1,7 +1,7 @@
 -- Live instance count: each instance scores its id with Redis's clock; stale ids fall out.
 -- KEYS[1] = the instance set, ARGV[1] = this instance's id, ARGV[2] = staleness in milliseconds
 -- Returns { number of live instances, this one included; this one's rank among their ids in
--- byte order, from 0 }.
+-- Lua's string order (the same for every caller of one Redis), from 0 }.
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local stale_ms = tonumber(ARGV[2])

@@ -2,7 +2,7 @@
 //! among them (which of the budgets of `crate::share` is its own).
 //!
 //! Learnt from Redis while it answers (a heartbeat every interval into a sorted set scored by
-//! Redis's clock; the rank is the instance's place among the live ids in byte order, so the
+//! Redis's clock; the rank is the instance's place among the live ids in Lua's string order, so the
 //! live instances hold the ranks 0…n−1 between them) and frozen, both together, at their last
 //! values while it does not, or while this instance is
 //! degraded: other instances' heartbeats may be failing too, and a count shrunk by their

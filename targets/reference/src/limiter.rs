@@ -280,7 +280,7 @@ impl Limiter {
                         .lock()
                         .unwrap_or_else(|e| e.into_inner()) = now;
                     if carry.any() {
-                        self.local.counted_by_store(index, caller);
+                        self.local.counted_by_store(index, caller, carry);
                     }
                     if self.leave_fallback() {
                         self.reconcile(store).await;
@@ -420,7 +420,8 @@ impl Limiter {
         let route = &self.routes[index].0;
         let (instances, rank) = self.live.with_rank();
         let (w, into) = share::window_at(SystemTime::now(), route.window);
-        self.turns_in[index].store(w + 1, Ordering::Relaxed);
+        // The latest window wins: a decision of the window before, late, must not hide it.
+        self.turns_in[index].fetch_max(w + 1, Ordering::Relaxed);
         let budget = share::budget(route.limit, instances, rank, w);
         let (allowed, remaining) =
             self.local
@@ -517,7 +518,7 @@ impl Limiter {
                     // Gone again: what is left is counted with each caller's next decision.
                     return;
                 }
-                self.local.counted_by_store(index, &caller);
+                self.local.counted_by_store(index, &caller, uncounted);
                 counted += uncounted.now + uncounted.before;
             }
         }

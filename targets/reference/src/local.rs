@@ -1,5 +1,6 @@
-//! Per-instance counters: the local share while the store is unavailable, and the whole limit
-//! for `local-only` routes. One map per route, keyed by caller.
+//! Per-instance counters: the instance's turns of the limit while the store is unavailable
+//! (with what the store admitted through it in the same window, counted while it answers), and
+//! the whole limit for `local-only` routes. One map per route, keyed by caller.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -184,17 +185,19 @@ impl LocalCounters {
             .collect()
     }
 
-    /// The store has counted `caller`'s turns on `route`: they count as the store's now.
-    pub fn counted_by_store(&self, route: usize, caller: &str) {
+    /// The store has counted `carried` of `caller`'s turns on `route`: they count as the
+    /// store's now. Turns taken since the carry was read stay to be carried.
+    pub fn counted_by_store(&self, route: usize, caller: &str, carried: Uncounted) {
         let mut map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
         if let Some(Entry {
             counter: Counter::Budget(a),
             ..
         }) = map.get_mut(caller)
         {
-            a.by_store += a.by_turns;
-            a.by_turns = 0;
-            a.turns_before = 0;
+            let now = carried.now.min(a.by_turns);
+            a.by_turns -= now;
+            a.by_store += now;
+            a.turns_before = a.turns_before.saturating_sub(carried.before);
         }
     }
 
@@ -341,13 +344,21 @@ mod tests {
             local.uncounted(0, "acme", 8),
             Uncounted { now: 1, before: 8 }
         );
-        // Counted by the store: nothing is left to carry, and the budget still counts them.
-        local.counted_by_store(0, "acme");
+        // Counted by the store: nothing is left to carry, and the budget still counts them;
+        // a turn taken after the carry was read stays to be carried.
+        let carried = local.uncounted(0, "acme", 8);
+        assert!(local.check_budget(0, "acme", (8, 13), t0).0);
+        local.counted_by_store(0, "acme", carried);
+        assert_eq!(
+            local.uncounted(0, "acme", 8),
+            Uncounted { now: 1, before: 0 }
+        );
+        local.counted_by_store(0, "acme", Uncounted { now: 1, before: 0 });
         assert_eq!(local.uncounted(0, "acme", 8), Uncounted::default());
         let admitted = (0..20)
             .filter(|_| local.check_budget(0, "acme", (8, 13), t0).0)
             .count();
-        assert_eq!(admitted, 12);
+        assert_eq!(admitted, 11);
     }
 
     #[test]

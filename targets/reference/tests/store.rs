@@ -323,6 +323,17 @@ async fn after_an_outage_the_store_counts_what_the_instances_admitted_on_their_o
         )
         .await;
     }
+    // Counted when the store came back, before acme's own next decision.
+    let counted: Option<u64> = redis::cmd("HGET")
+        .arg("rl:{acme}:api")
+        .arg("c")
+        .query(&mut redis.conn())
+        .unwrap();
+    assert_eq!(
+        counted,
+        Some(10),
+        "acme's turns, counted by each instance's reconciliation"
+    );
     let mut again = Vec::new();
     for s in &fleet {
         again.extend(client.burst(s.addr(), "/api", "acme", 8).await);
