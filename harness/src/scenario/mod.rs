@@ -1,6 +1,7 @@
 //! Scenarios: a TOML file in `scenarios/` → a validated [`Scenario`] that cannot hold a bad
 //! value (positive rates, a known population, phases sorted and disjoint inside the run).
 
+mod invalid;
 mod manifest_refs;
 mod population;
 mod raw;
@@ -11,8 +12,8 @@ use std::time::Duration;
 
 use crate::faults::Fault;
 use crate::load::Connections;
+use invalid::Invalid;
 use raw::RawScenario;
-use validate::Invalid;
 
 /// A scenario that failed to load, with where in the file.
 #[derive(Debug, thiserror::Error)]

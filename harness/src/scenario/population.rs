@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use toml::Spanned;
 
+use super::invalid::Invalid;
 use super::raw::RawPopulation;
-use super::validate::Invalid;
 use super::{ScenarioError, Tenant};
 use crate::load::{Arrival, Caller, Keys, Spread};
 use crate::names::is_plain_name;

@@ -9,15 +9,12 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use super::invalid::{Invalid, line_of};
 use super::raw::{RawLoad, RawPhase, RawPolicy, RawPopulation, RawTarget, RawTenant};
 use super::{ManifestRef, Phase, ScenarioError, TargetRef, Tenant};
 use crate::faults::Fault;
 use crate::load::{Arrival, Caller, Connections, Spread};
 use crate::names::is_plain_name;
-
-pub(super) fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
-}
 
 /// What makes a client behaviour unusable, if anything.
 fn client_problem(client: &crate::load::Client) -> Option<String> {
@@ -41,25 +38,6 @@ fn client_problem(client: &crate::load::Client) -> Option<String> {
             ))
         }
         _ => None,
-    }
-}
-
-/// Makes the errors of one scenario's text: named by its origin, at the line of a span.
-pub(super) struct Invalid<'a> {
-    pub(super) origin: &'a str,
-    pub(super) text: &'a str,
-}
-
-impl Invalid<'_> {
-    /// `key` is invalid: `message`, at the line `span` starts on: the entry or table the key
-    /// is in (the first line when there is no such entry: "needs at least one").
-    pub(super) fn at(&self, key: &str, span: Range<usize>, message: String) -> ScenarioError {
-        ScenarioError::Invalid {
-            origin: self.origin.to_owned(),
-            key: key.to_owned(),
-            line: line_of(self.text, span.start),
-            message,
-        }
     }
 }
 
