@@ -26,6 +26,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "loadgen/server.rs"]
+mod server;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -41,7 +44,6 @@ use failmode::load::{
 use hdrhistogram::Histogram;
 use nix::sys::resource::{UsageWho, getrusage};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 /// The tenants' shares of the total rate.
@@ -182,7 +184,7 @@ fn parent(
         |e| panic!("{oha}: {e} (run `just bench-loadgen`, which installs it)"),
         |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
     );
-    let addr = start_server();
+    let addr = server::start_server();
     let me = std::env::current_exe().unwrap();
     let run_child = |which: &str, rate: f64| -> Report {
         let mut child = Command::new(&me);
@@ -391,58 +393,6 @@ fn load_average() -> String {
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))
         .unwrap_or_else(|| "unknown".into())
-}
-
-/// An HTTP/1.1 keep-alive server answering every GET with 200 and a two-byte body, on a
-/// current-thread runtime of its own. Hand-written on tokio sockets because hyper's server
-/// feature is not a dependency of this crate and a load generator's bench needs no more.
-fn start_server() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
-    std::thread::Builder::new()
-        .name("bench-server".into())
-        .spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                loop {
-                    let (mut socket, _) = listener.accept().await.unwrap();
-                    socket.set_nodelay(true).unwrap();
-                    tokio::spawn(async move {
-                        let mut buf = vec![0u8; 4096];
-                        let mut filled = 0;
-                        loop {
-                            match socket.read(&mut buf[filled..]).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => filled += n,
-                            }
-                            let mut answers = 0;
-                            let mut at = 0;
-                            while let Some(i) =
-                                buf[at..filled].windows(4).position(|w| w == b"\r\n\r\n")
-                            {
-                                at += i + 4;
-                                answers += 1;
-                            }
-                            buf.copy_within(at..filled, 0);
-                            filled -= at;
-                            let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                            for _ in 0..answers {
-                                if socket.write_all(reply).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                    });
-                }
-            });
-        })
-        .unwrap();
-    addr
 }
 
 /// Counts and histograms only: constant memory, as the harness's own recorder.
