@@ -8,6 +8,12 @@
 //! degraded: other instances' heartbeats may be failing too, and a count shrunk by their
 //! silence would raise everyone's share. An instance cannot know that the fleet scaled during
 //! an outage, and failmode exists to show what that costs.
+//!
+//! For the same reason a lower count is believed only once consecutive heartbeats have seen it
+//! ([`CONFIRMATIONS`]): right after an outage the set holds only the instances that have
+//! heartbeated since (their entries expired meanwhile), and a count of 1 learnt then and frozen
+//! by the next failure would hand one instance the whole limit. A higher count only shrinks
+//! shares and is taken at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -51,6 +57,44 @@ impl LiveInstances {
     }
 }
 
+/// Consecutive heartbeats that must report a lower count before it is used: the entries of
+/// the live instances are three intervals long, so by the third every one of them has written
+/// its own since the store came back.
+pub const CONFIRMATIONS: u32 = 3;
+
+/// The count and rank a heartbeat reported, and what the instance uses.
+#[derive(Debug, Default)]
+struct Confirming {
+    /// A lower count heard, and how many heartbeats in a row have reported it.
+    lower: Option<((u32, u32), u32)>,
+}
+
+impl Confirming {
+    /// What the instance uses after a heartbeat reported `reported` while it used `current`.
+    fn next(&mut self, current: (u32, u32), reported: (u32, u32)) -> (u32, u32) {
+        if reported.0 >= current.0 {
+            self.lower = None;
+            return reported;
+        }
+        let seen = match self.lower {
+            Some(((n, _), seen)) if n == reported.0 => seen + 1,
+            _ => 1,
+        };
+        if seen >= CONFIRMATIONS {
+            self.lower = None;
+            reported
+        } else {
+            self.lower = Some((reported, seen));
+            current
+        }
+    }
+
+    /// A heartbeat failed or was not used: the next ones are not consecutive with earlier.
+    fn interrupted(&mut self) {
+        self.lower = None;
+    }
+}
+
 /// Heartbeats until the store is dropped; instances silent for three intervals fall out.
 pub fn spawn_heartbeat(
     store: Arc<Store>,
@@ -66,12 +110,14 @@ pub fn spawn_heartbeat(
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut frozen = false;
+        let mut confirming = Confirming::default();
         loop {
             tick.tick().await;
             let Some(store) = weak.upgrade() else { return };
             let timeout = (interval / 2).min(Duration::from_millis(500));
             match store.heartbeat(&instance_id, interval * 3, timeout).await {
                 Ok(_) if degraded.load(Ordering::Relaxed) => {
+                    confirming.interrupted();
                     if !frozen {
                         tracing::info!(
                             live_instances = live.get(),
@@ -80,7 +126,8 @@ pub fn spawn_heartbeat(
                         frozen = true;
                     }
                 }
-                Ok((n, rank)) => {
+                Ok(reported) => {
+                    let (n, rank) = confirming.next(live.with_rank(), reported);
                     if (n, rank) != live.with_rank() || frozen {
                         tracing::info!(
                             live_instances = n,
@@ -92,12 +139,44 @@ pub fn spawn_heartbeat(
                     metrics.live_instances(live.get());
                     frozen = false;
                 }
-                Err(e) if !frozen => {
-                    tracing::warn!(error = %e, live_instances = live.get(), "heartbeat failed; instance count frozen");
-                    frozen = true;
+                Err(e) => {
+                    confirming.interrupted();
+                    if !frozen {
+                        tracing::warn!(error = %e, live_instances = live.get(), "heartbeat failed; instance count frozen");
+                        frozen = true;
+                    }
                 }
-                Err(_) => {}
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_higher_count_is_taken_at_once_and_a_lower_one_after_consecutive_confirmations() {
+        let mut c = Confirming::default();
+        assert_eq!(c.next((1, 0), (4, 2)), (4, 2));
+        // Right after an outage: only this instance has written its heartbeat yet.
+        assert_eq!(c.next((4, 2), (1, 0)), (4, 2));
+        assert_eq!(c.next((4, 2), (3, 1)), (4, 2), "another count starts again");
+        assert_eq!(c.next((4, 2), (3, 2)), (4, 2));
+        assert_eq!(c.next((4, 2), (3, 2)), (3, 2), "seen three times in a row");
+    }
+
+    #[test]
+    fn a_failed_heartbeat_breaks_the_run_of_confirmations() {
+        let mut c = Confirming::default();
+        assert_eq!(c.next((4, 0), (2, 0)), (4, 0));
+        assert_eq!(c.next((4, 0), (2, 0)), (4, 0));
+        c.interrupted();
+        assert_eq!(c.next((4, 0), (2, 0)), (4, 0));
+        assert_eq!(c.next((4, 0), (2, 0)), (4, 0));
+        assert_eq!(c.next((4, 0), (2, 0)), (2, 0));
+        // Back up, then the same count as before: a fresh run.
+        assert_eq!(c.next((2, 0), (4, 1)), (4, 1));
+        assert_eq!(c.next((4, 1), (2, 0)), (4, 1));
+    }
 }

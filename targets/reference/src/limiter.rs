@@ -47,6 +47,9 @@ pub enum FallbackReason {
     Timeout,
     Connection,
     BreakerOpen,
+    /// A store-wide error reply ([`crate::store::STORE_WIDE`]).
+    Refused,
+    /// An error about this call only (a script error).
     Error,
 }
 
@@ -56,6 +59,7 @@ impl FallbackReason {
             Self::Timeout => "timeout",
             Self::Connection => "connection",
             Self::BreakerOpen => "breaker_open",
+            Self::Refused => "refused",
             Self::Error => "error",
         }
     }
@@ -64,6 +68,7 @@ impl FallbackReason {
         match e {
             StoreError::Timeout(_) => Self::Timeout,
             StoreError::Connection(_) => Self::Connection,
+            StoreError::Refused(_) => Self::Refused,
             StoreError::Reply(_) => Self::Error,
         }
     }
@@ -217,7 +222,10 @@ impl Limiter {
                 Ok(v) => self.store_decision(index, caller, v),
                 Err(reason) => {
                     self.metrics.fallback(label, reason.label());
-                    self.enter_fallback(route, reason);
+                    // A script error is this call's: the store is there for the others.
+                    if reason != FallbackReason::Error {
+                        self.enter_fallback(route, reason);
+                    }
                     self.fallback(index, caller)
                 }
             },
@@ -262,7 +270,8 @@ impl Limiter {
                 .await;
             let now = Instant::now();
             if route.breaker {
-                self.record_breaker(now, permit, outcome.is_ok());
+                let failed = outcome.as_ref().is_err_and(StoreError::is_store_failure);
+                self.record_breaker(now, permit, !failed);
             }
             self.metrics.store_call(match &outcome {
                 Ok(_) => "ok",

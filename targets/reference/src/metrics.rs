@@ -77,7 +77,7 @@ impl Metrics {
         let fallbacks = Family::<FallbackLabels, Counter>::default();
         registry.register(
             "fallback",
-            "Decisions taken without the store, by reason (timeout, connection, breaker_open, error)",
+            "Decisions taken without the store, by reason (timeout, connection, breaker_open, refused: a store-wide error reply such as OOM or READONLY, error: a script error on this call)",
             fallbacks.clone(),
         );
         let breaker_state = Gauge::default();
@@ -95,7 +95,7 @@ impl Metrics {
         let store_calls = Family::<CallLabels, Counter>::default();
         registry.register(
             "store_calls",
-            "Store calls by result (ok, timeout, connection, error); retries count once each",
+            "Store calls by result (ok, timeout, connection, refused, error); retries count once each",
             store_calls.clone(),
         );
         // 50 µs to ~0.4 s: a healthy loopback call sits at the bottom, a timeout near 20–50 ms.

@@ -208,6 +208,37 @@ async fn the_live_instance_count_is_learnt_from_redis_and_frozen_while_it_is_dow
     assert_eq!(health.status, 200, "healthz never touches Redis");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_outage_a_lower_live_count_is_believed_only_once_consecutive_heartbeats_confirm_it()
+ {
+    let mut redis = RedisServer::start();
+    let flags = ["--heartbeat-interval", "100ms"];
+    let fleet = ranked_fleet(&redis, 3, &flags).await;
+    // Back empty: each instance's first heartbeat finds fewer instances than there are.
+    redis.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    redis.restart();
+    let mut least = u32::MAX;
+    let mut conn = redis.conn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    while std::time::Instant::now() < deadline {
+        least = fleet
+            .iter()
+            .map(|s| s.app().limiter.live_instances())
+            .fold(least, u32::min);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let in_set: u32 = redis::cmd("ZCARD")
+        .arg("rl:instances")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(in_set, 3, "every instance heartbeats again");
+    assert_eq!(
+        least, 3,
+        "a count learnt before the others' heartbeats were back"
+    );
+}
+
 /// `n` instances on `redis`, once each has learnt the count and a rank of its own.
 async fn ranked_fleet(
     redis: &RedisServer,

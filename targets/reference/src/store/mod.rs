@@ -21,9 +21,37 @@ pub enum StoreError {
     Timeout(Duration),
     #[error("store connection failed: {0}")]
     Connection(String),
+    /// A reply that says the store as a whole cannot serve, whatever the key (see
+    /// [`STORE_WIDE`]): as much a failure of the store as a timeout.
+    #[error("store refused the call: {0}")]
+    Refused(String),
+    /// An error about this one call (a script error, a key of the wrong type): the store
+    /// answered, so it says nothing about the store's health.
     #[error("store answered with an error: {0}")]
     Reply(String),
 }
+
+impl StoreError {
+    /// Whether the error says the store is unavailable, which is what a circuit breaker
+    /// counts: one route's script errors must not open the breaker every route shares.
+    pub fn is_store_failure(&self) -> bool {
+        !matches!(self, Self::Reply(_))
+    }
+}
+
+/// Error codes of replies that every command would get (out of memory with `noeviction`, a
+/// script running too long, a dump loading, a demoted primary, a cluster or its primary down,
+/// a failed save with `stop-writes-on-bgsave-error`, too few replicas for a write).
+pub const STORE_WIDE: [&str; 8] = [
+    "OOM",
+    "BUSY",
+    "LOADING",
+    "READONLY",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "MISCONF",
+    "NOREPLICAS",
+];
 
 /// The store's answer for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +224,9 @@ impl Store {
             Ok(Err(e)) if is_connection_error(&e) => {
                 self.connection.broken(&lease);
                 Err(StoreError::Connection(e.to_string()))
+            }
+            Ok(Err(e)) if e.code().is_some_and(|code| STORE_WIDE.contains(&code)) => {
+                Err(StoreError::Refused(e.to_string()))
             }
             Ok(Err(e)) => Err(StoreError::Reply(e.to_string())),
             Err(_) => Err(StoreError::Timeout(timeout)),
