@@ -140,6 +140,11 @@ struct Args {
     /// Timeout for (re)connecting to Redis, in the background.
     #[arg(long, env = "FAILMODE_CONNECT_TIMEOUT", value_parser = humantime::parse_duration, default_value = "1s")]
     connect_timeout: Duration,
+
+    /// Callers each route keeps local state for (counters, turns, held refusals): the least
+    /// recently used goes when a route's map is full (`failmode_callers_evicted_total`).
+    #[arg(long, env = "FAILMODE_MAX_CALLERS", default_value_t = crate::callers::DEFAULT_MAX_CALLERS)]
+    max_callers: std::num::NonZeroUsize,
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -167,6 +172,7 @@ pub struct Config {
     pub routes: Vec<Route>,
     pub breaker: BreakerSettings,
     pub connect_timeout: Duration,
+    pub max_callers: std::num::NonZeroUsize,
 }
 
 /// Why the configuration could not be read.
@@ -327,6 +333,7 @@ impl TryFrom<Args> for Config {
                 "--connect-timeout / FAILMODE_CONNECT_TIMEOUT",
                 a.connect_timeout,
             )?,
+            max_callers: a.max_callers,
         })
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod breaker;
 pub mod bucket;
+pub mod callers;
 pub mod config;
 mod headers;
 pub mod http;
@@ -94,6 +95,7 @@ impl Server {
             config.breaker,
             Arc::clone(&live),
             Arc::clone(&metrics),
+            config.max_callers,
         );
         let mut background = Vec::new();
         if let (Some(store), Discovery::Redis) = (&store, config.discovery) {

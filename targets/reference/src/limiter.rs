@@ -3,11 +3,13 @@
 //! This is seed 000's `allow()` built out: breaker, timeout, no retries unless the policy asks,
 //! a fallback counter and a log line when the instance enters or leaves fallback.
 
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::breaker::{Breaker, BreakerSettings, BreakerState, Permit};
+use crate::callers::ByCaller;
 use crate::instances::LiveInstances;
 use crate::local::{CaughtCallers, LocalCounters, Uncounted};
 use crate::metrics::{Metrics, RouteLabel};
@@ -142,22 +144,30 @@ impl Limiter {
         breaker: BreakerSettings,
         live: Arc<LiveInstances>,
         metrics: Arc<Metrics>,
+        max_callers: NonZeroUsize,
     ) -> Self {
         let now = Instant::now();
         let n = routes.len();
+        let routes: Vec<(Route, RouteLabel)> = routes
+            .into_iter()
+            .map(|r| {
+                let label = RouteLabel(r.name.as_str().into());
+                (r, label)
+            })
+            .collect();
+        let evicted = |map| {
+            routes
+                .iter()
+                .map(|(_, l)| metrics.evicted(l, map))
+                .collect()
+        };
         Self {
-            routes: routes
-                .into_iter()
-                .map(|r| {
-                    let label = RouteLabel(r.name.as_str().into());
-                    (r, label)
-                })
-                .collect(),
+            local: LocalCounters::new(ByCaller::new(evicted("counters"), max_callers), now),
+            caught: CaughtCallers::new(ByCaller::new(evicted("refusals"), max_callers)),
+            routes,
             store,
             breaker: Mutex::new(Breaker::new(breaker, now)),
             breaker_settings: breaker,
-            local: LocalCounters::new(n, now),
-            caught: CaughtCallers::new(n),
             live,
             metrics,
             degraded: Arc::new(AtomicBool::new(false)),
@@ -545,15 +555,10 @@ impl Limiter {
         self.local.len() + self.caught.len()
     }
 
-    /// Forgets idle callers; run periodically.
+    /// Forgets callers idle for two of their route's windows (what a sliding window or a turn
+    /// of the limit still weighs); run periodically.
     pub fn prune(&self, now: Instant) {
-        let longest = self
-            .routes
-            .iter()
-            .map(|(r, _)| r.window)
-            .max()
-            .unwrap_or_default();
-        let idle = (longest * 2).max(Duration::from_secs(10));
+        let idle = |route: usize| self.routes[route].0.window * 2;
         self.local.prune(now, idle);
         // Held decisions must outlive an outage of any length: only forget them while healthy.
         if !self.degraded.load(Ordering::Relaxed) {

@@ -1,12 +1,12 @@
 //! Per-instance counters: the instance's turns of the limit while the store is unavailable
 //! (with what the store admitted through it in the same window, counted while it answers), and
-//! the whole limit for `local-only` routes. One map per route, keyed by caller.
+//! the whole limit for `local-only` routes. One bounded map per route, keyed by caller
+//! (`crate::callers`).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::bucket::TokenBucket;
+use crate::callers::ByCaller;
 use crate::policy::Algorithm;
 use crate::window::{SlidingWindow, Verdict};
 
@@ -43,7 +43,7 @@ impl Uncounted {
 }
 
 #[derive(Debug)]
-struct Entry {
+pub struct Entry {
     counter: Counter,
     last_used: Instant,
 }
@@ -52,15 +52,12 @@ struct Entry {
 #[derive(Debug)]
 pub struct LocalCounters {
     origin: Instant,
-    routes: Vec<Mutex<HashMap<String, Entry>>>,
+    callers: ByCaller<Entry>,
 }
 
 impl LocalCounters {
-    pub fn new(routes: usize, origin: Instant) -> Self {
-        Self {
-            origin,
-            routes: (0..routes).map(|_| Mutex::new(HashMap::new())).collect(),
-        }
+    pub fn new(callers: ByCaller<Entry>, origin: Instant) -> Self {
+        Self { origin, callers }
     }
 
     /// Decides one request of `caller` on route `route` against `limit` per `window` (a
@@ -76,29 +73,27 @@ impl LocalCounters {
     ) -> Verdict {
         let now_s = now.saturating_duration_since(self.origin).as_secs_f64();
         let window_s = window.as_secs_f64();
-        let mut map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
-        let entry = match map.get_mut(caller) {
-            Some(entry) => entry,
-            None => map.entry(caller.to_owned()).or_insert(Entry {
-                counter: match algorithm {
-                    Algorithm::SlidingWindow => Counter::Window(SlidingWindow::default()),
-                    Algorithm::TokenBucket => Counter::Bucket(TokenBucket::default()),
-                },
-                last_used: now,
-            }),
+        let make = || Entry {
+            counter: match algorithm {
+                Algorithm::SlidingWindow => Counter::Window(SlidingWindow::default()),
+                Algorithm::TokenBucket => Counter::Bucket(TokenBucket::default()),
+            },
+            last_used: now,
         };
-        entry.last_used = now;
-        match &mut entry.counter {
-            Counter::Window(w) => w.check(now_s, limit, window_s),
-            Counter::Bucket(b) => b.check(now_s, limit, window_s),
-            // A route decides by one kind of counter; this one was the budget's before.
-            Counter::Budget(_) => {
-                let mut w = SlidingWindow::default();
-                let verdict = w.check(now_s, limit, window_s);
-                entry.counter = Counter::Window(w);
-                verdict
+        self.callers.with((route, caller), make, |entry| {
+            entry.last_used = now;
+            match &mut entry.counter {
+                Counter::Window(w) => w.check(now_s, limit, window_s),
+                Counter::Bucket(b) => b.check(now_s, limit, window_s),
+                // A route decides by one kind of counter; this one was the budget's before.
+                Counter::Budget(_) => {
+                    let mut w = SlidingWindow::default();
+                    let verdict = w.check(now_s, limit, window_s);
+                    entry.counter = Counter::Window(w);
+                    verdict
+                }
             }
-        }
+        })
     }
 
     /// Applies `f` to the admissions of `caller` on `route` in window `window` (started from
@@ -110,31 +105,33 @@ impl LocalCounters {
         now: Instant,
         f: impl FnOnce(&mut Admissions) -> R,
     ) -> R {
-        let mut map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
-        let mut a = match map.get(caller).map(|e| e.counter) {
-            Some(Counter::Budget(a)) if a.window == window => a,
-            Some(Counter::Budget(a)) if a.window + 1 == window => Admissions {
-                window,
-                turns_before: a.by_turns,
-                ..Admissions::default()
-            },
-            _ => Admissions {
+        let fresh = || Entry {
+            counter: Counter::Budget(Admissions {
                 window,
                 ..Admissions::default()
-            },
-        };
-        let out = f(&mut a);
-        let entry = Entry {
-            counter: Counter::Budget(a),
+            }),
             last_used: now,
         };
-        match map.get_mut(caller) {
-            Some(e) => *e = entry,
-            None => {
-                map.insert(caller.to_owned(), entry);
-            }
-        }
-        out
+        self.callers.with((route, caller), fresh, |entry| {
+            let mut a = match entry.counter {
+                Counter::Budget(a) if a.window == window => a,
+                Counter::Budget(a) if a.window + 1 == window => Admissions {
+                    window,
+                    turns_before: a.by_turns,
+                    ..Admissions::default()
+                },
+                _ => Admissions {
+                    window,
+                    ..Admissions::default()
+                },
+            };
+            let out = f(&mut a);
+            *entry = Entry {
+                counter: Counter::Budget(a),
+                last_used: now,
+            };
+            out
+        })
     }
 
     /// Decides one request of `caller` on `route` against `budget`, this instance's whole
@@ -164,8 +161,9 @@ impl LocalCounters {
     /// What `caller` was admitted on `route` by this instance's turns in window `window` and
     /// the one before, which the store has not counted.
     pub fn uncounted(&self, route: usize, caller: &str, window: u64) -> Uncounted {
-        let map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
-        uncounted_in(map.get(caller).map(|e| e.counter), window)
+        self.callers.peek((route, caller), |e| {
+            uncounted_in(e.map(|e| e.counter), window)
+        })
     }
 
     /// Up to `at_most` callers with turns on `route` in window `window` or the one before that
@@ -176,43 +174,42 @@ impl LocalCounters {
         window: u64,
         at_most: usize,
     ) -> Vec<(String, Uncounted)> {
-        let map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
-        map.iter()
-            .map(|(caller, e)| (caller, uncounted_in(Some(e.counter), window)))
-            .filter(|(_, u)| u.any())
-            .take(at_most)
-            .map(|(caller, u)| (caller.clone(), u))
-            .collect()
+        self.callers.find(route, at_most, |caller, e| {
+            let u = uncounted_in(Some(e.counter), window);
+            u.any().then(|| (caller.to_owned(), u))
+        })
     }
 
     /// The store has counted `carried` of `caller`'s turns on `route`: they count as the
     /// store's now. Turns taken since the carry was read stay to be carried.
     pub fn counted_by_store(&self, route: usize, caller: &str, carried: Uncounted) {
-        let mut map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(Entry {
-            counter: Counter::Budget(a),
-            ..
-        }) = map.get_mut(caller)
-        {
-            let now = carried.now.min(a.by_turns);
-            a.by_turns -= now;
-            a.by_store += now;
-            a.turns_before = a.turns_before.saturating_sub(carried.before);
-        }
+        // Not a use of the caller: the decision that carried them was.
+        self.callers.peek_mut((route, caller), |e| {
+            if let Some(Entry {
+                counter: Counter::Budget(a),
+                ..
+            }) = e
+            {
+                let now = carried.now.min(a.by_turns);
+                a.by_turns -= now;
+                a.by_store += now;
+                a.turns_before = a.turns_before.saturating_sub(carried.before);
+            }
+        });
     }
 
-    /// Forgets callers idle for longer than `idle`, so memory follows the active callers.
-    pub fn prune(&self, now: Instant, idle: Duration) {
-        for route in &self.routes {
-            route
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .retain(|_, e| now.saturating_duration_since(e.last_used) <= idle);
+    /// Forgets the callers of each route idle for longer than `idle(route)`, so memory follows
+    /// the active callers.
+    pub fn prune(&self, now: Instant, idle: impl Fn(usize) -> Duration) {
+        for route in 0..self.callers.routes() {
+            let idle = idle(route);
+            self.callers
+                .prune(route, |e| now.saturating_duration_since(e.last_used) > idle);
         }
     }
 
     pub fn len(&self) -> usize {
-        callers(&self.routes)
+        self.callers.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -236,57 +233,37 @@ fn uncounted_in(counter: Option<Counter>, window: u64) -> Uncounted {
     }
 }
 
-/// Entries over every route's map.
-fn callers<V>(routes: &[Mutex<HashMap<String, V>>]) -> usize {
-    routes
-        .iter()
-        .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).len())
-        .sum()
-}
-
 /// Callers the store refused recently, per route: what `fail-static` keeps enforcing.
 #[derive(Debug)]
 pub struct CaughtCallers {
-    routes: Vec<Mutex<HashMap<String, Instant>>>,
+    callers: ByCaller<Instant>,
 }
 
 impl CaughtCallers {
-    pub fn new(routes: usize) -> Self {
-        Self {
-            routes: (0..routes).map(|_| Mutex::new(HashMap::new())).collect(),
-        }
+    pub fn new(callers: ByCaller<Instant>) -> Self {
+        Self { callers }
     }
 
     pub fn caught(&self, route: usize, caller: &str, now: Instant) {
-        let mut map = self.routes[route].lock().unwrap_or_else(|e| e.into_inner());
-        match map.get_mut(caller) {
-            Some(at) => *at = now,
-            None => {
-                map.insert(caller.to_owned(), now);
-            }
-        }
+        self.callers.with((route, caller), || now, |at| *at = now);
     }
 
     /// Whether the store refused `caller` at or after `since`.
     pub fn caught_since(&self, route: usize, caller: &str, since: Instant) -> bool {
-        self.routes[route]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(caller)
-            .is_some_and(|&at| at >= since)
+        self.callers
+            .peek((route, caller), |at| at.is_some_and(|&at| at >= since))
     }
 
-    pub fn prune(&self, now: Instant, idle: Duration) {
-        for route in &self.routes {
-            route
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .retain(|_, at| now.saturating_duration_since(*at) <= idle);
+    pub fn prune(&self, now: Instant, idle: impl Fn(usize) -> Duration) {
+        for route in 0..self.callers.routes() {
+            let idle = idle(route);
+            self.callers
+                .prune(route, |at| now.saturating_duration_since(*at) > idle);
         }
     }
 
     pub fn len(&self) -> usize {
-        callers(&self.routes)
+        self.callers.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -301,7 +278,7 @@ mod tests {
     #[test]
     fn a_local_share_of_a_quarter_admits_a_quarter() {
         let t0 = Instant::now();
-        let local = LocalCounters::new(1, t0);
+        let local = LocalCounters::new(ByCaller::unmetered(1), t0);
         let second = Duration::from_secs(1);
         let admitted = (0..120)
             .filter(|i| {
@@ -318,7 +295,7 @@ mod tests {
     #[test]
     fn a_budget_counts_what_the_store_admitted_in_its_window_and_carries_only_its_own_turns() {
         let t0 = Instant::now();
-        let local = LocalCounters::new(1, t0);
+        let local = LocalCounters::new(ByCaller::unmetered(1), t0);
         for _ in 0..5 {
             local.admitted_by_store(0, "acme", 7, t0);
         }
@@ -364,7 +341,7 @@ mod tests {
     #[test]
     fn callers_are_counted_separately_and_pruned_when_idle() {
         let t0 = Instant::now();
-        let local = LocalCounters::new(2, t0);
+        let local = LocalCounters::new(ByCaller::unmetered(2), t0);
         let w = Duration::from_secs(1);
         assert!(
             local
@@ -387,14 +364,14 @@ mod tests {
                 .allowed
         );
         assert_eq!(local.len(), 3);
-        local.prune(t0 + Duration::from_secs(5), Duration::from_secs(2));
+        local.prune(t0 + Duration::from_secs(5), |_| Duration::from_secs(2));
         assert!(local.is_empty());
     }
 
     #[test]
     fn fail_static_remembers_callers_caught_since_an_instant() {
         let t0 = Instant::now();
-        let caught = CaughtCallers::new(1);
+        let caught = CaughtCallers::new(ByCaller::unmetered(1));
         caught.caught(0, "acme", t0 + Duration::from_secs(1));
         assert!(caught.caught_since(0, "acme", t0));
         assert!(!caught.caught_since(0, "acme", t0 + Duration::from_secs(2)));

@@ -35,6 +35,12 @@ struct FallbackLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MapLabels {
+    route: RouteLabel,
+    map: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
     result: &'static str,
 }
@@ -57,6 +63,7 @@ pub struct Metrics {
     script_reloads: Counter,
     live_instances: Gauge,
     degraded: Gauge,
+    evicted: Family<MapLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -123,8 +130,15 @@ impl Metrics {
             "1 while decisions are taken without the store",
             degraded.clone(),
         );
+        let evicted = Family::<MapLabels, Counter>::default();
+        registry.register(
+            "callers_evicted",
+            "Callers forgotten because their route's map was full (--max-callers), least recently used first, by map (counters: local counters and turns; refusals: fail-static's held refusals)",
+            evicted.clone(),
+        );
         Self {
             registry,
+            evicted,
             decisions,
             fallbacks,
             breaker_state,
@@ -179,6 +193,16 @@ impl Metrics {
 
     pub fn live_instances(&self, n: u32) {
         self.live_instances.set(i64::from(n));
+    }
+
+    /// The counter of callers evicted from `route`'s `map`, for the map to increment.
+    pub fn evicted(&self, route: &RouteLabel, map: &'static str) -> Counter {
+        self.evicted
+            .get_or_create(&MapLabels {
+                route: route.clone(),
+                map,
+            })
+            .clone()
     }
 
     pub fn degraded(&self, on: bool) {

@@ -340,10 +340,10 @@ fn per_caller_state_grows_with_distinct_keys_and_is_forgotten_once_they_go_idle(
         let status = send(server.addr(), req.as_bytes(), false).unwrap();
         assert_eq!(status, Some(200));
     }
-    // No cap on distinct keys: one entry each, held until idle (the memory bound is the rate
-    // of new keys times the idle time, not a count).
+    // Below the cap (`--max-callers`, `tests/many_callers.rs`): one entry each, held until
+    // idle.
     assert_eq!(limiter.tracked_callers(), before + n);
-    // Idle for twice the longest window, at least 10 s: the periodic prune forgets them.
+    // Idle for twice their route's window: the periodic prune forgets them.
     limiter.prune(Instant::now() + Duration::from_secs(121));
     assert_eq!(limiter.tracked_callers(), 0);
 }
