@@ -4,7 +4,7 @@
 -- instance admitted in this window on its own while it could not reach Redis (counted first),
 -- ARGV[4] = '1' to count them and decide nothing, ARGV[5] = those it admitted on its own in the
 -- window before (counted into the previous window, which the estimate weighs)
--- Returns { allowed (0/1), remaining, retry_after_ms, reset_ms }
+-- Returns { allowed (0/1), remaining, retry_after_ms, more_ms (until more than remaining fits) }
 local limit = tonumber(ARGV[1])
 local window_ms = tonumber(ARGV[2])
 
@@ -53,4 +53,18 @@ if not allowed then
     retry_ms = (1 - pos) * window_ms + next_pos * window_ms
   end
 end
-return { allowed and 1 or 0, remaining, math.ceil(retry_ms), math.ceil(window_ms - elapsed) }
+-- Until one more than `remaining` fits (draft 11's `t`): the estimate decays by p over the rest
+-- of this window, then by c over the next. Mirrors `more_in` in src/window.rs.
+local to_fall = p * (1 - pos) + c - (limit - remaining - 1)
+local this_window = p * (1 - pos)
+local more_ms = 0
+if to_fall <= 0 then
+  more_ms = 0
+elseif to_fall <= this_window then
+  more_ms = to_fall / p * window_ms
+elseif to_fall - this_window <= c then
+  more_ms = (1 - pos) * window_ms + (to_fall - this_window) / c * window_ms
+else
+  more_ms = (1 - pos) * window_ms + window_ms
+end
+return { allowed and 1 or 0, remaining, math.ceil(retry_ms), math.ceil(more_ms) }

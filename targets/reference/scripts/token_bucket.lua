@@ -5,7 +5,7 @@
 -- before while it could not reach Redis (taken first: the bucket may go below zero, and refills
 -- from there), ARGV[4] = '1' to take them and
 -- decide nothing
--- Returns { allowed (0/1), remaining, retry_after_ms, reset_ms }
+-- Returns { allowed (0/1), remaining, retry_after_ms, more_ms (until more than remaining fits) }
 local capacity = tonumber(ARGV[1])
 local window_ms = tonumber(ARGV[2])
 local rate = capacity / window_ms -- tokens per millisecond
@@ -39,4 +39,6 @@ redis.call('PEXPIRE', KEYS[1], math.ceil((capacity - math.min(tokens, 0)) / rate
 
 local retry_ms = 0
 if not allowed then retry_ms = (1 - tokens) / rate end
-return { allowed and 1 or 0, math.max(0, math.floor(tokens)), math.ceil(retry_ms), math.ceil((capacity - tokens) / rate) }
+local remaining = math.max(0, math.floor(tokens))
+-- The next whole token, not a full bucket: it refills steadily. Mirrors src/bucket.rs.
+return { allowed and 1 or 0, remaining, math.ceil(retry_ms), math.ceil((remaining + 1 - tokens) / rate) }

@@ -24,11 +24,13 @@ impl TokenBucket {
         let allowed = tokens >= 1.0;
         let tokens = if allowed { tokens - 1.0 } else { tokens };
         self.state = Some((tokens, now_s));
+        let remaining = tokens.floor().max(0.0);
         Verdict {
             allowed,
-            remaining: tokens.floor().max(0.0) as u64,
+            remaining: remaining as u64,
             retry_after_s: if allowed { 0.0 } else { (1.0 - tokens) / rate },
-            reset_s: (capacity - tokens) / rate,
+            // The next whole token: a bucket refills steadily, not all at once.
+            more_in_s: (remaining + 1.0 - tokens) / rate,
         }
     }
 }

@@ -27,7 +27,33 @@ fn sf_string(s: &str) -> String {
 }
 
 pub(crate) fn policy(name: &str, limit: u32, window: Duration) -> String {
-    format!("{};q={limit};w={}", sf_string(name), whole_seconds(window))
+    let (quota, seconds) = over_whole_seconds(limit, window);
+    format!("{};q={quota};w={seconds}", sf_string(name))
+}
+
+/// The longest `w` advertised for a window that is not a whole number of seconds.
+const LONGEST_W: u128 = 3600;
+
+/// The quota over a whole number of seconds at the route's rate: draft 11's `w` is whole
+/// seconds ("sub-second precision is not supported"), so a window that is not a whole number
+/// of them is advertised over the fewest whole seconds that hold a whole number of its windows
+/// (500 ms: 1 s and twice the limit; 1.5 s: 3 s and twice), or, when that would be longer
+/// than an hour, over its seconds rounded up with the quota rounded down: never more than the
+/// route admits.
+fn over_whole_seconds(limit: u32, window: Duration) -> (u128, u128) {
+    const SECOND: u128 = 1_000_000_000;
+    let nanos = window.as_nanos().max(1);
+    let common = nanos / gcd(nanos, SECOND) * SECOND;
+    if common / SECOND <= LONGEST_W {
+        (u128::from(limit) * (common / nanos), common / SECOND)
+    } else {
+        let seconds = nanos.div_ceil(SECOND);
+        (u128::from(limit) * seconds * SECOND / nanos, seconds)
+    }
+}
+
+fn gcd(a: u128, b: u128) -> u128 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 pub(crate) fn ratelimit(name: &str, remaining: u64, until_more: Duration) -> String {
@@ -52,6 +78,25 @@ mod tests {
             ratelimit("per-second", 0, Duration::from_millis(300)),
             r#""per-second";r=0;t=1"#
         );
+    }
+
+    #[test]
+    fn a_window_of_no_whole_seconds_is_advertised_at_its_rate_over_whole_seconds() {
+        let ms = Duration::from_millis;
+        assert_eq!(policy("api", 50, ms(500)), r#""api";q=100;w=1"#);
+        assert_eq!(policy("api", 50, ms(1500)), r#""api";q=100;w=3"#);
+        assert_eq!(policy("api", 7, ms(250)), r#""api";q=28;w=1"#);
+        assert_eq!(
+            policy("api", 5, Duration::from_secs(60)),
+            r#""api";q=5;w=60"#
+        );
+        // 1 h + 1 ms has no whole-second multiple within an hour: 3601 s, rounded down.
+        assert_eq!(
+            policy("api", 1000, Duration::from_secs(3600) + ms(1)),
+            r#""api";q=1000;w=3601"#
+        );
+        // 333 ms: 333 s hold 1000 windows.
+        assert_eq!(policy("api", 1, ms(333)), r#""api";q=1000;w=333"#);
     }
 
     #[test]

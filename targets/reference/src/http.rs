@@ -18,6 +18,8 @@ use crate::metrics::Metrics;
 pub const MAX_CALLER_LEN: usize = 256;
 
 const PROBLEM_JSON: &str = "application/problem+json";
+/// draft-ietf-httpapi-ratelimit-headers-11's problem type for a refusal by a quota.
+const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 static SOURCE: HeaderName = HeaderName::from_static("failmode-source");
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -86,6 +88,48 @@ fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("\"invalid\""))
 }
 
+/// The caller key of a request, or why there is none: each refusal says what is wrong with
+/// the header, since "missing" for a key that is there sends its owner looking elsewhere.
+fn caller_key<'h>(
+    name: &HeaderName,
+    headers: &'h HeaderMap,
+) -> Result<&'h str, (&'static str, String)> {
+    let Some(value) = headers.get(name) else {
+        return Err((
+            "Missing caller key",
+            format!(
+                "requests must name their caller in a {name} header; this limiter never falls \
+                 back to the client address"
+            ),
+        ));
+    };
+    let Ok(caller) = value.to_str() else {
+        return Err((
+            "Caller key not ASCII",
+            format!(
+                "the {name} header holds bytes outside visible ASCII (UTF-8 text or control \
+                 characters); percent-encode the key"
+            ),
+        ));
+    };
+    if caller.is_empty() {
+        return Err((
+            "Empty caller key",
+            format!("the {name} header is empty; it must name the caller"),
+        ));
+    }
+    if caller.len() > MAX_CALLER_LEN {
+        return Err((
+            "Caller key too long",
+            format!(
+                "the {name} header is {} bytes; at most {MAX_CALLER_LEN} are accepted",
+                caller.len()
+            ),
+        ));
+    }
+    Ok(caller)
+}
+
 async fn limited(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> Response {
     let Some(index) = app.limiter.route_index(uri.path()) else {
         return problem(
@@ -94,30 +138,9 @@ async fn limited(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> R
             format!("{} is not a route of this limiter", uri.path()),
         );
     };
-    let caller = match headers.get(&app.caller_header).map(HeaderValue::to_str) {
-        Some(Ok(c)) if !c.is_empty() && c.len() <= MAX_CALLER_LEN => c,
-        Some(Ok(c)) if c.len() > MAX_CALLER_LEN => {
-            return problem(
-                StatusCode::BAD_REQUEST,
-                "Caller key too long",
-                format!(
-                    "the {} header is {} bytes; at most {MAX_CALLER_LEN} are accepted",
-                    app.caller_header,
-                    c.len()
-                ),
-            );
-        }
-        _ => {
-            return problem(
-                StatusCode::BAD_REQUEST,
-                "Missing caller key",
-                format!(
-                    "requests must name their caller in a non-empty, visible-ASCII {} header; \
-                     this limiter never falls back to the client address",
-                    app.caller_header
-                ),
-            );
-        }
+    let caller = match caller_key(&app.caller_header, &headers) {
+        Ok(caller) => caller,
+        Err((title, detail)) => return problem(StatusCode::BAD_REQUEST, title, detail),
     };
     let decision = app.limiter.decide(index, caller).await;
     let route = app.limiter.route(index);
@@ -127,7 +150,7 @@ async fn limited(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> R
         Decision::Admitted {
             source,
             remaining,
-            reset,
+            more_in,
         } => {
             let mut r = json_response(
                 StatusCode::OK,
@@ -138,7 +161,7 @@ async fn limited(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> R
                 r.headers_mut().insert(&RATELIMIT_POLICY, policy_header);
                 r.headers_mut().insert(
                     &RATELIMIT,
-                    header_value(&headers::ratelimit(&route.name, remaining, reset)),
+                    header_value(&headers::ratelimit(&route.name, remaining, more_in)),
                 );
             }
             r
@@ -152,9 +175,10 @@ async fn limited(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> R
                 StatusCode::TOO_MANY_REQUESTS,
                 PROBLEM_JSON,
                 &json!({
-                    "type": "about:blank",
-                    "title": "Rate limit exceeded",
+                    "type": QUOTA_EXCEEDED,
+                    "title": "Request cannot be satisfied as assigned quota has been exceeded",
                     "status": 429,
+                    "violated-policies": [route.name],
                     "policy": route.name,
                     "failure_policy": route.policy.name(),
                     "source": source.label(),

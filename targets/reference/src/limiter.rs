@@ -83,7 +83,8 @@ pub enum Decision {
         source: Source,
         /// What remains in the caller's quota, when the deciding counter knows it.
         remaining: Option<u64>,
-        reset: Duration,
+        /// Until more than `remaining` is admissible: the RateLimit field's `t`.
+        more_in: Duration,
     },
     Limited {
         source: Source,
@@ -223,7 +224,7 @@ impl Limiter {
             (Policy::None, _) => Decision::Admitted {
                 source: Source::Unlimited,
                 remaining: None,
-                reset: Duration::ZERO,
+                more_in: Duration::ZERO,
             },
             (Policy::LocalOnly, _) | (_, None) => {
                 self.local_decision(index, caller, f64::from(route.limit))
@@ -352,7 +353,7 @@ impl Limiter {
             Decision::Admitted {
                 source: Source::Store,
                 remaining: Some(v.remaining),
-                reset: v.reset,
+                more_in: v.more_in,
             }
         } else {
             if self.routes[index].0.policy == Policy::FailStatic {
@@ -371,7 +372,7 @@ impl Limiter {
             Policy::FailOpen => Decision::Admitted {
                 source: Source::FailOpen,
                 remaining: None,
-                reset: Duration::ZERO,
+                more_in: Duration::ZERO,
             },
             Policy::FailClosed => Decision::Unavailable {
                 status: route.fail_status,
@@ -450,7 +451,8 @@ impl Limiter {
             Decision::Admitted {
                 source: Source::Local,
                 remaining: Some(remaining),
-                reset,
+                // A budget is whole requests a window: the next comes with the next window.
+                more_in: reset,
             }
         } else {
             // The start of this instance's next window with a budget: a share below one
@@ -478,7 +480,7 @@ impl Limiter {
             Decision::Admitted {
                 source: Source::Local,
                 remaining: Some(v.remaining),
-                reset: Duration::from_secs_f64(v.reset_s),
+                more_in: Duration::from_secs_f64(v.more_in_s),
             }
         } else {
             Decision::Limited {

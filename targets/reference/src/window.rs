@@ -20,8 +20,9 @@ pub struct Verdict {
     pub remaining: u64,
     /// Seconds until the limiter would admit another request if no more arrive.
     pub retry_after_s: f64,
-    /// Seconds until the current window ends.
-    pub reset_s: f64,
+    /// Seconds until more than `remaining` would be admissible if no more arrive: draft 11's
+    /// effective window `t` (a sliding estimate decays; it does not empty at the window's end).
+    pub more_in_s: f64,
 }
 
 impl SlidingWindow {
@@ -56,25 +57,19 @@ impl SlidingWindow {
         if allowed {
             self.current += 1;
         }
-        let reset_s = window_s - elapsed;
         let estimate_after = self.previous as f64 * (1.0 - pos) + self.current as f64;
         let remaining = (limit - estimate_after).floor().max(0.0) as u64;
+        let (previous, current) = (self.previous as f64, self.current as f64);
         let retry_after_s = if allowed {
             0.0
         } else {
-            retry_after(
-                self.previous as f64,
-                self.current as f64,
-                pos,
-                limit,
-                window_s,
-            )
+            retry_after(previous, current, pos, limit, window_s)
         };
         Verdict {
             allowed,
             remaining,
             retry_after_s,
-            reset_s,
+            more_in_s: more_in(previous, current, pos, (limit, remaining), window_s),
         }
     }
 }
@@ -92,6 +87,35 @@ fn retry_after(previous: f64, current: f64, pos: f64, limit: f64, window_s: f64)
         // This window is full: wait for the next, then for its weight on this one to decay.
         let next_pos = (1.0 - limit / current).max(0.0);
         (1.0 - pos) * window_s + next_pos * window_s
+    }
+}
+
+/// How long until the estimate falls to `limit − remaining − 1`, so that one more than
+/// `remaining` fits, assuming nothing else is admitted: it decays by `previous` over the rest of
+/// this window, then by `current` over the next (the same arithmetic as the Lua script).
+fn more_in(
+    previous: f64,
+    current: f64,
+    pos: f64,
+    (limit, remaining): (f64, u64),
+    window_s: f64,
+) -> f64 {
+    let estimate = previous * (1.0 - pos) + current;
+    let to_fall = estimate - (limit - remaining as f64 - 1.0);
+    let this_window = previous * (1.0 - pos);
+    if to_fall <= 0.0 {
+        0.0
+    } else if to_fall <= this_window {
+        to_fall / previous * window_s
+    } else {
+        let rest = to_fall - this_window;
+        let reset = (1.0 - pos) * window_s;
+        if rest <= current {
+            reset + rest / current * window_s
+        } else {
+            // Two windows on, the estimate is nothing.
+            reset + window_s
+        }
     }
 }
 
@@ -118,7 +142,8 @@ mod tests {
         assert!(v.allowed);
         assert_eq!(w.current, 6);
         assert_eq!(v.remaining, 3, "10 - (0.8 + 6) = 3.2, floored");
-        assert!((v.reset_s - 1.0).abs() < 1e-9);
+        // A fourth fits once the estimate is 6: window 0's 0.8 has decayed, at 20.0 s.
+        assert!((v.more_in_s - 1.0).abs() < 1e-9, "{v:?}");
 
         // At 20.5 s window 2 began: current (6) moves into previous, 5 % of the way in the
         // estimate is 6 × 0.95 = 5.7, so this request is admitted too.
@@ -126,6 +151,8 @@ mod tests {
         assert!(v.allowed);
         assert_eq!((w.previous, w.current), (6, 1));
         assert_eq!(v.remaining, 3, "10 - (5.7 + 1) = 3.3, floored");
+        // Not at the window's end: 6.7 must fall to 6, by window 1's 6 decaying 0.7 of it.
+        assert!((v.more_in_s - 0.7 / 6.0 * 10.0).abs() < 1e-9, "{v:?}");
         // Four more fit (estimates 6.7, 7.7, 8.7, 9.7 < 10); a fifth would see 10.7.
         assert_eq!(admit_n(&mut w, 20.5, 5, 10.0, 10.0), 4);
     }
@@ -193,6 +220,20 @@ mod tests {
                 .filter(|&t| w.check(t, f64::from(limit), window).allowed).collect();
             for (_, n) in per_window_counts(&admitted, window) {
                 prop_assert!(n <= u64::from(limit));
+            }
+        }
+
+        #[test]
+        fn once_the_effective_window_has_passed_more_than_its_remaining_fits(
+            times in arrivals(), limit in 1u32..20, window in prop::sample::select(vec![0.5, 1.0, 2.0]),
+        ) {
+            let mut w = SlidingWindow::default();
+            for t in times {
+                let v = w.check(t, f64::from(limit), window);
+                let mut later = w;
+                let after = later.check(t + v.more_in_s + 1e-6, f64::from(limit), window);
+                // One more than `remaining` was available: this one, and `remaining` after it.
+                prop_assert!(after.allowed && after.remaining >= v.remaining, "{v:?} then {after:?}");
             }
         }
 

@@ -72,6 +72,33 @@ async fn keys_are_hash_tagged_per_caller_and_expire_after_two_windows() {
 }
 
 #[tokio::test]
+async fn a_caller_key_with_braces_keeps_a_hash_tag_of_its_own() {
+    let redis = RedisServer::start();
+    let server = reference(&redis, &[]).await;
+    let client = Client::default();
+    for caller in ["a}b", "a", "{a}", "a%7Db"] {
+        let answer = client.get(server.addr(), "/api", Some(caller)).await;
+        assert_eq!((answer.status, answer.source.as_str()), (200, "store"));
+    }
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("rl:{*")
+        .query(&mut redis.conn())
+        .unwrap();
+    keys.sort();
+    // Unencoded, "a}b" would be "rl:{a}b}:api": tagged "a", in caller a's slot.
+    // "a%7Db" is a caller of its own too, not "a}b" decoded.
+    assert_eq!(
+        keys,
+        [
+            "rl:{%7Ba%7D}:api",
+            "rl:{a%257Db}:api",
+            "rl:{a%7Db}:api",
+            "rl:{a}:api"
+        ]
+    );
+}
+
+#[tokio::test]
 async fn the_token_bucket_enforces_its_capacity_and_sizes_its_ttl_to_a_full_refill() {
     let redis = RedisServer::start();
     let server = reference(

@@ -59,7 +59,8 @@ pub struct StoreVerdict {
     pub allowed: bool,
     pub remaining: u64,
     pub retry_after: Duration,
-    pub reset: Duration,
+    /// Until more than `remaining` is admissible (the RateLimit field's `t`).
+    pub more_in: Duration,
     /// The script was missing (`NOSCRIPT`) and was loaded again for this call.
     pub reloaded_script: bool,
 }
@@ -89,9 +90,20 @@ impl Store {
     }
 
     /// The caller's key: hash-tagged on the caller so that every key of one caller shares a
-    /// Redis Cluster slot.
+    /// Redis Cluster slot. `{`, `}` (and `%`) in a caller are percent-encoded: a `}` would end
+    /// the hash tag early and put the caller in another caller's slot, and two callers that
+    /// differ only there would share a prefix of their tags.
     pub fn key(&self, caller: &str, route: &str) -> String {
-        format!("{}:{{{caller}}}:{route}", self.key_prefix)
+        let prefix = &self.key_prefix;
+        if caller.contains(['{', '}', '%']) {
+            let tag = caller
+                .replace('%', "%25")
+                .replace('{', "%7B")
+                .replace('}', "%7D");
+            format!("{prefix}:{{{tag}}}:{route}")
+        } else {
+            format!("{prefix}:{{{caller}}}:{route}")
+        }
     }
 
     /// One decision for `caller` on `route`, within `timeout`, after counting `carry`, the
@@ -113,11 +125,11 @@ impl Store {
             )
             .await?;
         match reply.as_slice() {
-            &[allowed, remaining, retry_ms, reset_ms] => Ok(StoreVerdict {
+            &[allowed, remaining, retry_ms, more_ms] => Ok(StoreVerdict {
                 allowed: allowed == 1,
                 remaining: remaining.max(0) as u64,
                 retry_after: Duration::from_millis(retry_ms.max(0) as u64),
-                reset: Duration::from_millis(reset_ms.max(0) as u64),
+                more_in: Duration::from_millis(more_ms.max(0) as u64),
                 reloaded_script: reloaded == Reloaded::Yes,
             }),
             other => Err(StoreError::Reply(format!(
