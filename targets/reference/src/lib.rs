@@ -6,6 +6,7 @@ pub mod breaker;
 pub mod bucket;
 pub mod callers;
 pub mod config;
+pub mod fallback;
 mod headers;
 pub mod http;
 pub mod instances;
@@ -26,6 +27,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use config::{Config, Discovery};
+use fallback::{Line, Summary};
 use http::App;
 use instances::LiveInstances;
 use limiter::Limiter;
@@ -127,6 +129,7 @@ impl Server {
             caller_header: config.caller_header.clone(),
             instance_id: instance_id.clone(),
         });
+        background.push(spawn_summary(Arc::clone(&app)));
         let pruning = Arc::clone(&app);
         background.push(tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(10));
@@ -196,4 +199,33 @@ impl Server {
         }
         served
     }
+}
+
+/// Writes the log's summary of decisions taken without the store, once a second.
+fn spawn_summary(app: Arc<App>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut summary = Summary::default();
+        let limiter = &app.limiter;
+        let routes: Vec<&str> = limiter.routes().map(|r| r.name.as_str()).collect();
+        loop {
+            tick.tick().await;
+            let counts = limiter.take_fallbacks();
+            match summary.second(&counts, &routes, limiter.is_degraded()) {
+                Some(Line::Degraded { fallbacks, total }) => tracing::warn!(
+                    decisions = total,
+                    %fallbacks,
+                    live_instances = limiter.live_instances(),
+                    "deciding without the store"
+                ),
+                Some(Line::Recovered { seconds, decisions }) => tracing::info!(
+                    seconds_with_fallbacks = seconds,
+                    decisions_without_store = decisions,
+                    "the store answers again"
+                ),
+                None => {}
+            }
+        }
+    })
 }

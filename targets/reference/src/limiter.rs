@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::breaker::{Breaker, BreakerSettings, BreakerState, Permit};
 use crate::callers::ByCaller;
+use crate::fallback::{FallbackReason, Tally};
 use crate::instances::LiveInstances;
 use crate::local::{CaughtCallers, LocalCounters, Uncounted};
 use crate::metrics::{Metrics, RouteLabel};
@@ -39,39 +40,6 @@ impl Source {
             Self::DenyOnError => "deny_on_error",
             Self::Static => "static",
             Self::Unlimited => "unlimited",
-        }
-    }
-}
-
-/// Why the store was not used for a decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FallbackReason {
-    Timeout,
-    Connection,
-    BreakerOpen,
-    /// A store-wide error reply ([`crate::store::STORE_WIDE`]).
-    Refused,
-    /// An error about this call only (a script error).
-    Error,
-}
-
-impl FallbackReason {
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Timeout => "timeout",
-            Self::Connection => "connection",
-            Self::BreakerOpen => "breaker_open",
-            Self::Refused => "refused",
-            Self::Error => "error",
-        }
-    }
-
-    fn of(e: &StoreError) -> Self {
-        match e {
-            StoreError::Timeout(_) => Self::Timeout,
-            StoreError::Connection(_) => Self::Connection,
-            StoreError::Refused(_) => Self::Refused,
-            StoreError::Reply(_) => Self::Error,
         }
     }
 }
@@ -133,6 +101,8 @@ pub struct Limiter {
     degraded: Arc<AtomicBool>,
     /// When the store last answered: where a fail-static outage begins.
     last_store_answer: Mutex<Instant>,
+    /// Fallbacks since the log's last summary (`crate::fallback::Summary`).
+    fallbacks: Tally,
     /// Per route: 1 + the wall-clock window of the last turn of the local share taken, 0 for
     /// none since (see [`Self::uncounted`]).
     turns_in: Vec<AtomicU64>,
@@ -174,6 +144,7 @@ impl Limiter {
             degraded: Arc::new(AtomicBool::new(false)),
             last_store_answer: Mutex::new(now),
             turns_in: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            fallbacks: Tally::new(n),
         }
     }
 
@@ -206,6 +177,15 @@ impl Limiter {
         self.live.with_rank()
     }
 
+    /// Fallbacks by route and reason since the last call, for the log's summary.
+    pub fn take_fallbacks(&self) -> Vec<[u64; FallbackReason::ALL.len()]> {
+        self.fallbacks.take()
+    }
+
+    pub fn is_degraded(&self) -> bool {
+        self.degraded.load(Ordering::Relaxed)
+    }
+
     /// Whether the instance decides without the store, for the heartbeat to read.
     pub fn degraded_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.degraded)
@@ -233,6 +213,7 @@ impl Limiter {
                 Ok(v) => self.store_decision(index, caller, v),
                 Err(reason) => {
                     self.metrics.fallback(label, reason.label());
+                    self.fallbacks.add(index, reason);
                     // A script error is this call's: the store is there for the others.
                     if reason != FallbackReason::Error {
                         self.enter_fallback(route, reason);
@@ -493,7 +474,9 @@ impl Limiter {
     fn enter_fallback(&self, route: &Route, reason: FallbackReason) {
         if !self.degraded.swap(true, Ordering::Relaxed) {
             self.metrics.degraded(true);
-            tracing::warn!(
+            // At debug: a flapping store would write a pair of lines a cool-down. The log's
+            // summary (`crate::fallback`) says it once a second.
+            tracing::debug!(
                 reason = reason.label(),
                 route = %route.name,
                 policy = route.policy.name(),
@@ -508,7 +491,7 @@ impl Limiter {
         let was = self.degraded.swap(false, Ordering::Relaxed);
         if was {
             self.metrics.degraded(false);
-            tracing::info!("leaving fallback: the store answers again");
+            tracing::debug!("leaving fallback: the store answers again");
         }
         was
     }
@@ -544,7 +527,7 @@ impl Limiter {
             }
         }
         if counted > 0 {
-            tracing::info!(
+            tracing::debug!(
                 counted,
                 "counted in the store what was admitted locally this window"
             );

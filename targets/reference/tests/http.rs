@@ -290,3 +290,88 @@ fn a_port_in_use_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_is_logged_once_a_second_and_its_end_once_without_the_redis_password() {
+    let mut redis = RedisServer::start();
+    let require_password = |redis: &RedisServer| {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("requirepass")
+            .arg("s3cret")
+            .query(&mut redis.conn())
+            .unwrap();
+    };
+    require_password(&redis);
+    let port = redis.url().rsplit(':').next().unwrap().to_owned();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let child = binary()
+        .args(["--port", "0", "--breaker-cooldown", "200ms"])
+        .args([
+            "--redis-url",
+            &format!("redis://default:s3cret@127.0.0.1:{port}"),
+        ])
+        .env("FAILMODE_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(log.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let child = KilledOnDrop(child);
+    let read_log = || std::fs::read_to_string(log.path()).unwrap();
+    let mut addr = None;
+    support::eventually(Duration::from_secs(10), "the listening line", || {
+        addr = read_log()
+            .lines()
+            .find(|l| l.contains("listening"))
+            .and_then(|l| l.split("addr=").nth(1))
+            .and_then(|a| a.split_whitespace().next())
+            .and_then(|a| a.parse::<std::net::SocketAddr>().ok());
+        std::future::ready(addr.is_some())
+    })
+    .await;
+    let addr = addr.unwrap();
+    let client = Client::default();
+    assert_eq!(client.get(addr, "/api", Some("acme")).await.source, "store");
+
+    redis.kill();
+    let outage = std::time::Instant::now();
+    while outage.elapsed() < Duration::from_millis(2500) {
+        client.get(addr, "/api", Some("acme")).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    redis.restart();
+    require_password(&redis);
+    support::eventually(
+        Duration::from_secs(10),
+        "the store deciding again",
+        || async { client.get(addr, "/api", Some("acme")).await.source == "store" },
+    )
+    .await;
+    let seconds = outage.elapsed().as_secs_f64();
+    support::eventually(Duration::from_secs(5), "the line saying so", || {
+        std::future::ready(read_log().contains("the store answers again"))
+    })
+    .await;
+    drop(child);
+
+    let text = read_log();
+    let summaries = text.matches("deciding without the store").count();
+    // One a second of the outage (a second cut in two by the ticks counts twice at most).
+    assert!(
+        (2..=seconds.ceil() as usize + 1).contains(&summaries),
+        "{summaries} summaries over {seconds:.1} s:\n{text}"
+    );
+    assert_eq!(text.matches("the store answers again").count(), 1, "{text}");
+    assert!(!text.contains("entering fallback"), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+}
+
+/// A child process killed and reaped however the test ends.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
