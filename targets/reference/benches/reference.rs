@@ -7,6 +7,13 @@
 //!    and `/api` (breaker open after five timeouts) interleaved at the same rate. Targets: p99
 //!    of the former <= timeout + 3 ms; median of the latter within 2x the healthy median.
 //!
+//! 3. Throughput through one Redis (`reference/throughput.rs`): decisions a second at a p99 of
+//!    at most 1 ms, beside the floor (the same script by EVALSHA from a plain client). Target:
+//!    at least 15,000.
+//!
+//! Flags: `--seconds N` and `--rate R` (phases 1–2), `--throughput-rates 2500,5000,…`,
+//! `--step-seconds N` (phase 3), `--throughput-only`.
+//!
 //! Latency is taken from the actual send (the server's cost) and, separately, from the
 //! scheduled send (what a caller of an open-model client sees, including this generator's
 //! timer lateness).
@@ -15,6 +22,8 @@
 
 #[path = "../tests/support/mod.rs"]
 mod support;
+#[path = "reference/throughput.rs"]
+mod throughput;
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
@@ -159,6 +168,14 @@ fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
 fn main() {
     let seconds: f64 = arg("--seconds", 10.0);
     let rate: f64 = arg("--rate", 2000.0);
+    let step_secs: f64 = arg("--step-seconds", 3.0);
+    let rates: Vec<f64> = arg(
+        "--throughput-rates",
+        "2500,5000,7500,10000,12500,15000,20000".to_owned(),
+    )
+    .split(',')
+    .filter_map(|r| r.trim().parse().ok())
+    .collect();
     let redis = RedisServer::start();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -195,6 +212,10 @@ fn main() {
         while client.get(format!("{base}/healthz")).send().await.is_err() {
             assert!(Instant::now() < deadline, "the reference did not start");
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if std::env::args().any(|a| a == "--throughput-only") {
+            throughput::run(&client, &base, &redis.url(), &rates, step_secs).await;
+            return;
         }
         let duration = Duration::from_secs_f64(seconds);
         println!("failmode-reference benchmark: {rate} req/s in total, {seconds} s per phase, release build, loopback");
@@ -238,5 +259,7 @@ fn main() {
             healthy_median,
             verdict(open_median <= 2.0 * healthy_median)
         );
+
+        throughput::run(&client, &base, &redis.url(), &rates, step_secs).await;
     });
 }
