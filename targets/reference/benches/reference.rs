@@ -7,12 +7,15 @@
 //!    and `/api` (breaker open after five timeouts) interleaved at the same rate. Targets: p99
 //!    of the former <= timeout + 3 ms; median of the latter within 2x the healthy median.
 //!
-//! 3. Throughput through one Redis (`reference/throughput.rs`): decisions a second at a p99 of
+//! 3. Exactness (`reference/exactness.rs`): a caller at 120 a second over four instances,
+//!    limit 50: admitted a second with Redis healthy (target >= 49.75), hung (50.0 +/- 0.5
+//!    once the breakers are open), and in the first second after it answers again (<= 55).
+//! 4. Throughput through one Redis (`reference/throughput.rs`): decisions a second at a p99 of
 //!    at most 1 ms, beside the floor (the same script by EVALSHA from a plain client). Target:
 //!    at least 15,000.
 //!
-//! Flags: `--seconds N` and `--rate R` (phases 1–2), `--throughput-rates 2500,5000,…`,
-//! `--step-seconds N` (phase 3), `--throughput-only`.
+//! Flags: `--seconds N` (phases 1–3) and `--rate R` (phases 1–2), `--throughput-rates
+//! 2500,5000,…`, `--step-seconds N` (phase 4), `--exactness-only`, `--throughput-only`.
 //!
 //! Latency is taken from the actual send (the server's cost) and, separately, from the
 //! scheduled send (what a caller of an open-model client sees, including this generator's
@@ -20,6 +23,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "reference/exactness.rs"]
+mod exactness;
 #[path = "../tests/support/mod.rs"]
 mod support;
 #[path = "reference/throughput.rs"]
@@ -213,6 +218,10 @@ fn main() {
             assert!(Instant::now() < deadline, "the reference did not start");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        if std::env::args().any(|a| a == "--exactness-only") {
+            exactness::run(env!("CARGO_BIN_EXE_failmode-reference"), &redis, seconds).await;
+            return;
+        }
         if std::env::args().any(|a| a == "--throughput-only") {
             throughput::run(&client, &base, &redis.url(), &rates, step_secs).await;
             return;
@@ -260,6 +269,7 @@ fn main() {
             verdict(open_median <= 2.0 * healthy_median)
         );
 
+        exactness::run(env!("CARGO_BIN_EXE_failmode-reference"), &redis, seconds).await;
         throughput::run(&client, &base, &redis.url(), &rates, step_secs).await;
     });
 }
