@@ -25,6 +25,8 @@
 
 #[path = "reference/exactness.rs"]
 mod exactness;
+#[path = "reference/open_model.rs"]
+mod open_model;
 #[path = "../tests/support/mod.rs"]
 mod support;
 #[path = "reference/throughput.rs"]
@@ -36,6 +38,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use open_model::Timing;
 use support::RedisServer;
 
 const STORE_TIMEOUT_MS: f64 = 20.0;
@@ -61,8 +64,7 @@ impl Route {
 
 type Results = BTreeMap<&'static str, Route>;
 
-/// Sends `rate` req/s for `duration`, cycling over `paths`, each request at its scheduled time
-/// whatever happened to the previous ones (open model).
+/// Sends `rate` req/s for `duration`, cycling over `paths` (open model).
 async fn load(
     client: &reqwest::Client,
     base: &str,
@@ -73,43 +75,32 @@ async fn load(
     let results: Arc<Mutex<Results>> = Arc::new(Mutex::new(
         paths.iter().map(|p| (*p, Route::new())).collect(),
     ));
-    let total = (rate * duration.as_secs_f64()) as u64;
-    let start = tokio::time::Instant::now() + Duration::from_millis(50);
-    let mut tasks = Vec::with_capacity(total as usize);
-    for i in 0..total {
-        let scheduled = start + Duration::from_secs_f64(i as f64 / rate);
-        tokio::time::sleep_until(scheduled).await;
-        let path = paths[i as usize % paths.len()];
-        let url = format!("{base}{path}");
-        let caller = format!("caller-{}", i % 100);
-        let client = client.clone();
-        let results = Arc::clone(&results);
-        tasks.push(tokio::spawn(async move {
-            let sent = tokio::time::Instant::now();
-            let outcome = client.get(url).header("x-caller", caller).send().await;
-            let done = tokio::time::Instant::now();
-            let status = match outcome {
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    let _ = resp.bytes().await;
-                    Some(status)
-                }
-                Err(_) => None,
-            };
-            let mut results = results.lock().unwrap();
-            let route = results.get_mut(path).unwrap();
-            match status {
-                Some(s) => *route.statuses.entry(s).or_insert(0) += 1,
-                None => route.errors += 1,
-            }
-            let us = |d: Duration| (d.as_micros() as u64).max(1);
-            route.from_send.saturating_record(us(done - sent));
-            route.from_schedule.saturating_record(us(done - scheduled));
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    let path_of = |i: u64| paths[i as usize % paths.len()];
+    let call = |i: u64| {
+        let request = client
+            .get(format!("{base}{}", path_of(i)))
+            .header("x-caller", format!("caller-{}", i % 100));
+        async move {
+            let resp = request.send().await.ok()?;
+            let status = resp.status().as_u16();
+            resp.bytes().await.ok().map(|_| status)
+        }
+    };
+    let paths: Arc<[&'static str]> = paths.into();
+    let into = Arc::clone(&results);
+    let record = move |i: u64, timing: Timing, status: Option<u16>| {
+        let mut results = into.lock().unwrap();
+        let route = results.get_mut(paths[i as usize % paths.len()]).unwrap();
+        match status {
+            Some(s) => *route.statuses.entry(s).or_insert(0) += 1,
+            None => route.errors += 1,
+        }
+        route.from_send.saturating_record(timing.since_send_us());
+        route
+            .from_schedule
+            .saturating_record(timing.since_schedule_us());
+    };
+    open_model::run(rate, duration, call, record).await;
     Arc::try_unwrap(results).unwrap().into_inner().unwrap()
 }
 

@@ -15,7 +15,8 @@ pub const DEFAULT_MAX_CALLERS: NonZeroUsize = NonZeroUsize::new(100_000).expect(
 
 #[derive(Debug)]
 struct RouteMap<V> {
-    // `LruCache::new(cap)` would allocate the whole cap up front: the cap is kept here instead.
+    // Unbounded, with `ByCaller::cap` enforced by hand: `LruCache::new(cap)` would allocate
+    // the whole cap up front, and evicts without saying so.
     map: Mutex<LruCache<String, V>>,
     evicted: Counter,
 }

@@ -80,8 +80,11 @@ impl Tally {
 /// What the log says at the end of one second.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line {
-    /// Decisions were taken without the store in the second: `route: reason n, …; …`.
+    /// Decisions were taken without the store in the second: `route:reason=n,…;…`.
     Degraded { fallbacks: String, total: u64 },
+    /// The store answered, but with an error about some calls (a script error on a caller's
+    /// key): those fell back, and nothing else did.
+    CallErrors { fallbacks: String, total: u64 },
     /// A second without fallbacks after some, with the store answering.
     Recovered { seconds: u64, decisions: u64 },
 }
@@ -96,10 +99,14 @@ pub struct Summary {
 impl Summary {
     /// The line for the second that just ended, if any: `counts` by route (named in `routes`),
     /// and whether the instance is still degraded (a degraded instance with no request in a
-    /// second has not recovered).
+    /// second has not recovered). Script errors alone are not an outage: the store answers.
     pub fn second(&mut self, counts: &[Counts], routes: &[&str], degraded: bool) -> Option<Line> {
         let total: u64 = counts.iter().flatten().sum();
-        if total > 0 {
+        let call_errors: u64 = counts
+            .iter()
+            .map(|c| c[FallbackReason::Error as usize])
+            .sum();
+        if total > call_errors || (degraded && total > 0) {
             let (seconds, decisions) = self.outage.get_or_insert((0, 0));
             *seconds += 1;
             *decisions += total;
@@ -111,12 +118,17 @@ impl Summary {
         if degraded {
             return None;
         }
-        self.outage
-            .take()
-            .map(|(seconds, decisions)| Line::Recovered { seconds, decisions })
+        if let Some((seconds, decisions)) = self.outage.take() {
+            return Some(Line::Recovered { seconds, decisions });
+        }
+        (total > 0).then(|| Line::CallErrors {
+            fallbacks: describe(counts, routes),
+            total,
+        })
     }
 }
 
+/// `api:timeout=3,breaker_open=120;login:breaker_open=4`: one token, for logfmt readers.
 fn describe(counts: &[Counts], routes: &[&str]) -> String {
     let mut out = String::new();
     for (route, counts) in routes.iter().zip(counts) {
@@ -124,7 +136,7 @@ fn describe(counts: &[Counts], routes: &[&str]) -> String {
             continue;
         }
         if !out.is_empty() {
-            out.push_str("; ");
+            out.push(';');
         }
         let _ = write!(out, "{route}:");
         let mut first = true;
@@ -132,7 +144,7 @@ fn describe(counts: &[Counts], routes: &[&str]) -> String {
             if *n > 0 {
                 let _ = write!(
                     out,
-                    "{} {} {n}",
+                    "{}{}={n}",
                     if first { "" } else { "," },
                     reason.label()
                 );
@@ -157,7 +169,7 @@ mod tests {
         assert_eq!(
             s.second(&busy, &routes, true),
             Some(Line::Degraded {
-                fallbacks: "api: timeout 3, breaker_open 120; login: breaker_open 4".into(),
+                fallbacks: "api:timeout=3,breaker_open=120;login:breaker_open=4".into(),
                 total: 127
             })
         );
@@ -176,6 +188,20 @@ mod tests {
             })
         );
         assert_eq!(s.second(&quiet, &routes, false), None);
+    }
+
+    #[test]
+    fn script_errors_alone_are_their_own_line_not_an_outage() {
+        let mut s = Summary::default();
+        let errors = [[0, 0, 0, 0, 2], [0; 5]];
+        assert_eq!(
+            s.second(&errors, &["api", "login"], false),
+            Some(Line::CallErrors {
+                fallbacks: "api:error=2".into(),
+                total: 2
+            })
+        );
+        assert_eq!(s.second(&[[0; 5], [0; 5]], &["api", "login"], false), None);
     }
 
     #[test]

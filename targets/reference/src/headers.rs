@@ -31,15 +31,17 @@ pub(crate) fn policy(name: &str, limit: u32, window: Duration) -> String {
     format!("{};q={quota};w={seconds}", sf_string(name))
 }
 
-/// The longest `w` advertised for a window that is not a whole number of seconds.
-const LONGEST_W: u128 = 3600;
+/// The longest `w` advertised for a window that is not a whole number of seconds: a client
+/// reads `w` as the span to spread `q` over, and `q=1000;w=333` for a 333 ms window says
+/// nothing a person can check at a glance.
+const LONGEST_W: u128 = 60;
 
 /// The quota over a whole number of seconds at the route's rate: draft 11's `w` is whole
 /// seconds ("sub-second precision is not supported"), so a window that is not a whole number
 /// of them is advertised over the fewest whole seconds that hold a whole number of its windows
 /// (500 ms: 1 s and twice the limit; 1.5 s: 3 s and twice), or, when that would be longer
-/// than an hour, over its seconds rounded up with the quota rounded down: never more than the
-/// route admits.
+/// than a minute, over its seconds rounded up with the quota rounded down: never more than
+/// the route admits.
 fn over_whole_seconds(limit: u32, window: Duration) -> (u128, u128) {
     const SECOND: u128 = 1_000_000_000;
     let nanos = window.as_nanos().max(1);
@@ -90,13 +92,13 @@ mod tests {
             policy("api", 5, Duration::from_secs(60)),
             r#""api";q=5;w=60"#
         );
-        // 1 h + 1 ms has no whole-second multiple within an hour: 3601 s, rounded down.
+        // 1 h + 1 ms: 3601 s, the quota rounded down.
         assert_eq!(
             policy("api", 1000, Duration::from_secs(3600) + ms(1)),
             r#""api";q=1000;w=3601"#
         );
-        // 333 ms: 333 s hold 1000 windows.
-        assert_eq!(policy("api", 1, ms(333)), r#""api";q=1000;w=333"#);
+        // 333 ms: only 333 s hold a whole number of windows; 1 s at 3.003 a second, rounded down.
+        assert_eq!(policy("api", 1, ms(333)), r#""api";q=3;w=1"#);
     }
 
     #[test]

@@ -105,7 +105,7 @@ fn caller_key<'h>(
     };
     let Ok(caller) = value.to_str() else {
         return Err((
-            "Caller key not ASCII",
+            "Caller key not visible ASCII",
             format!(
                 "the {name} header holds bytes outside visible ASCII (UTF-8 text or control \
                  characters); percent-encode the key"

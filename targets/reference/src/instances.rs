@@ -57,9 +57,10 @@ impl LiveInstances {
     }
 }
 
-/// Consecutive heartbeats that must report a lower count before it is used: the entries of
-/// the live instances are three intervals long, so by the third every one of them has written
-/// its own since the store came back.
+/// Consecutive heartbeats that must report a lower count before it is used: every live
+/// instance writes its entry once an interval, and once the store is back it reconnects
+/// within the connection's backoff (at most 250 ms), so three intervals after the first
+/// (3 s by default) every instance still alive has written again.
 pub const CONFIRMATIONS: u32 = 3;
 
 /// The count and rank a heartbeat reported, and what the instance uses.

@@ -219,6 +219,11 @@ fn spawn_summary(app: Arc<App>) -> JoinHandle<()> {
                     live_instances = limiter.live_instances(),
                     "deciding without the store"
                 ),
+                Some(Line::CallErrors { fallbacks, total }) => tracing::warn!(
+                    decisions = total,
+                    %fallbacks,
+                    "the store answered some calls with an error; those fell back"
+                ),
                 Some(Line::Recovered { seconds, decisions }) => tracing::info!(
                     seconds_with_fallbacks = seconds,
                     decisions_without_store = decisions,

@@ -288,7 +288,13 @@ impl Limiter {
                     }
                     return Ok(v);
                 }
-                Err(e) => last = FallbackReason::of(&e),
+                Err(e) => {
+                    last = FallbackReason::of(&e);
+                    // The same call on the same key meets the same script error again.
+                    if last == FallbackReason::Error {
+                        break;
+                    }
+                }
             }
             // A probe is one call; a retry after it would be a second, unpermitted one.
             if permit == Permit::Probe {

@@ -114,7 +114,9 @@ impl LocalCounters {
         };
         self.callers.with((route, caller), fresh, |entry| {
             let mut a = match entry.counter {
-                Counter::Budget(a) if a.window == window => a,
+                // A decision that reached the lock after one of the next window counts in that
+                // one: resetting would drop what the next window has admitted.
+                Counter::Budget(a) if a.window >= window => a,
                 Counter::Budget(a) if a.window + 1 == window => Admissions {
                     window,
                     turns_before: a.by_turns,
@@ -336,6 +338,17 @@ mod tests {
             .filter(|_| local.check_budget(0, "acme", (8, 13), t0).0)
             .count();
         assert_eq!(admitted, 11);
+    }
+
+    #[test]
+    fn a_late_decision_of_the_window_before_never_resets_the_next_ones_count() {
+        let t0 = Instant::now();
+        let local = LocalCounters::new(ByCaller::unmetered(1), t0);
+        assert!(local.check_budget(0, "acme", (8, 2), t0).0);
+        assert!(local.check_budget(0, "acme", (8, 2), t0).0);
+        // Late, for window 7: counted against window 8's two, already taken.
+        assert!(!local.check_budget(0, "acme", (7, 2), t0).0);
+        assert!(!local.check_budget(0, "acme", (8, 2), t0).0);
     }
 
     #[test]

@@ -36,8 +36,10 @@ impl SlidingWindow {
     /// ends, so a saturating caller gets `limit − 1` a window (49 of 50). Below the limit the
     /// two rules agree; a window never holds more than `limit` either way.
     pub fn check(&mut self, now_s: f64, limit: f64, window_s: f64) -> Verdict {
-        let w = (now_s / window_s).floor() as i64;
-        let elapsed = now_s - w as f64 * window_s;
+        // A decision that reached the counter after one of the next window (threads take the
+        // time before the lock) counts at that window's start rather than resetting it.
+        let w = ((now_s / window_s).floor() as i64).max(self.window.unwrap_or(i64::MIN));
+        let elapsed = (now_s - w as f64 * window_s).max(0.0);
         let pos = elapsed / window_s;
         match self.window {
             Some(seen) if seen == w => {}
@@ -45,7 +47,7 @@ impl SlidingWindow {
                 self.previous = self.current;
                 self.current = 0;
             }
-            // Idle for two windows or more (or never seen, or a clock that stepped back).
+            // Idle for two windows or more, or never seen.
             _ => {
                 self.previous = 0;
                 self.current = 0;
@@ -155,6 +157,14 @@ mod tests {
         assert!((v.more_in_s - 0.7 / 6.0 * 10.0).abs() < 1e-9, "{v:?}");
         // Four more fit (estimates 6.7, 7.7, 8.7, 9.7 < 10); a fifth would see 10.7.
         assert_eq!(admit_n(&mut w, 20.5, 5, 10.0, 10.0), 4);
+    }
+
+    #[test]
+    fn a_late_decision_of_the_window_before_counts_in_the_next_one() {
+        let mut w = SlidingWindow::default();
+        assert_eq!(admit_n(&mut w, 1.5, 3, 3.0, 1.0), 3);
+        // At 1.4 s, after the 1.5 s ones: window 1 is full, not reset.
+        assert!(!w.check(1.4, 3.0, 1.0).allowed);
     }
 
     #[test]

@@ -43,7 +43,10 @@ async fn a_caller_key_that_is_there_but_not_visible_ascii_or_empty_is_named_as_s
     let redis = RedisServer::start();
     let server = reference(&redis, &[]).await;
     let client = Client::default();
-    for (caller, title) in [("café", "Caller key not ASCII"), ("", "Empty caller key")] {
+    for (caller, title) in [
+        ("café", "Caller key not visible ASCII"),
+        ("", "Empty caller key"),
+    ] {
         let answer = client.get(server.addr(), "/api", Some(caller)).await;
         assert_eq!(answer.status, 400);
         let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap();

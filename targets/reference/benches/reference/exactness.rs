@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::open_model;
 use crate::support::RedisServer;
 
 const LIMIT: u32 = 50;
@@ -52,30 +53,24 @@ fn epoch_seconds() -> f64 {
 /// acme at [`RATE`] for `duration`, round robin over `bases`.
 async fn acme(client: &reqwest::Client, bases: &[String], duration: Duration) -> Seconds {
     let seconds = Arc::new(Mutex::new(Seconds::default()));
-    let total = (RATE * duration.as_secs_f64()) as usize;
-    let start = tokio::time::Instant::now();
-    let mut tasks = Vec::with_capacity(total);
-    for i in 0..total {
-        tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / RATE)).await;
+    let call = |i: u64| {
         let request = client
-            .get(format!("{}/api", bases[i % bases.len()]))
+            .get(format!("{}/api", bases[i as usize % bases.len()]))
             .header("x-caller", "acme");
-        let seconds = Arc::clone(&seconds);
-        tasks.push(tokio::spawn(async move {
-            let status = request.send().await.map(|r| r.status().as_u16());
-            // When the instance decided, to within the answer's loopback latency.
-            let at = epoch_seconds();
-            let mut s = seconds.lock().unwrap();
-            match status {
-                Ok(200) => s.admitted.push(at),
-                Ok(429) => {}
-                _ => s.other += 1,
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+        async move { request.send().await.map(|r| r.status().as_u16()).ok() }
+    };
+    let into = Arc::clone(&seconds);
+    let record = move |_, _, status: Option<u16>| {
+        // When the instance decided, to within the answer's loopback latency.
+        let at = epoch_seconds();
+        let mut s = into.lock().unwrap();
+        match status {
+            Some(200) => s.admitted.push(at),
+            Some(429) => {}
+            _ => s.other += 1,
+        }
+    };
+    open_model::run(RATE, duration, call, record).await;
     Arc::try_unwrap(seconds).unwrap().into_inner().unwrap()
 }
 

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+use crate::open_model::{self, Timing};
+
 /// The p99 a step must stay within.
 const P99_BOUND_MS: f64 = 1.0;
 /// How far behind its schedule the generator may fall (at a p99) for a step to count: tokio's
@@ -48,48 +50,28 @@ fn median(mut runs: Vec<Step>) -> Step {
     }
 }
 
-/// Sends `rate` calls a second for `duration`, each at its scheduled time (open model), caller
-/// `i % CALLERS`; `call` is one decision.
+/// `rate` calls a second for `duration`, caller `i % CALLERS`; `call` is one decision.
 async fn step<F, Fut>(rate: f64, duration: Duration, call: F) -> Step
 where
     F: Fn(u64) -> Fut,
     Fut: Future<Output = bool> + Send + 'static,
 {
-    let took = Arc::new(Mutex::new(
-        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap(),
-    ));
-    let lag = Arc::new(Mutex::new(
-        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap(),
-    ));
-    let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let total = (rate * duration.as_secs_f64()) as u64;
-    let start = tokio::time::Instant::now() + Duration::from_millis(20);
-    let mut tasks = Vec::with_capacity(total as usize);
-    for i in 0..total {
-        let scheduled = start + Duration::from_secs_f64(i as f64 / rate);
-        tokio::time::sleep_until(scheduled).await;
-        let fut = call(i % CALLERS);
-        let (took, lag, errors) = (Arc::clone(&took), Arc::clone(&lag), Arc::clone(&errors));
-        tasks.push(tokio::spawn(async move {
-            let sent = tokio::time::Instant::now();
-            let ok = fut.await;
-            let us = |d: Duration| (d.as_micros() as u64).max(1);
-            took.lock().unwrap().saturating_record(us(sent.elapsed()));
-            lag.lock().unwrap().saturating_record(us(sent - scheduled));
-            if !ok {
-                errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let p99 = |h: &Mutex<Histogram<u64>>| h.lock().unwrap().value_at_quantile(0.99) as f64 / 1e3;
+    let histogram = || Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    let seen = Arc::new(Mutex::new((histogram(), histogram(), 0u64)));
+    let into = Arc::clone(&seen);
+    let record = move |_, timing: Timing, ok: bool| {
+        let mut seen = into.lock().unwrap();
+        seen.0.saturating_record(timing.since_send_us());
+        seen.1.saturating_record(timing.lag_us());
+        seen.2 += u64::from(!ok);
+    };
+    open_model::run(rate, duration, |i| call(i % CALLERS), record).await;
+    let (took, lag, errors) = &*seen.lock().unwrap();
     Step {
         rate,
-        p99_ms: p99(&took),
-        lag_p99_ms: p99(&lag),
-        errors: errors.load(std::sync::atomic::Ordering::Relaxed),
+        p99_ms: took.value_at_quantile(0.99) as f64 / 1e3,
+        lag_p99_ms: lag.value_at_quantile(0.99) as f64 / 1e3,
+        errors: *errors,
     }
 }
 

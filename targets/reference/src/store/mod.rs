@@ -41,8 +41,9 @@ impl StoreError {
 
 /// Error codes of replies that every command would get (out of memory with `noeviction`, a
 /// script running too long, a dump loading, a demoted primary, a cluster or its primary down,
-/// a failed save with `stop-writes-on-bgsave-error`, too few replicas for a write).
-pub const STORE_WIDE: [&str; 8] = [
+/// a failed save with `stop-writes-on-bgsave-error`, too few replicas for a write, a password
+/// or ACL changed under the instance).
+pub const STORE_WIDE: [&str; 11] = [
     "OOM",
     "BUSY",
     "LOADING",
@@ -51,7 +52,22 @@ pub const STORE_WIDE: [&str; 8] = [
     "CLUSTERDOWN",
     "MISCONF",
     "NOREPLICAS",
+    "NOAUTH",
+    "WRONGPASS",
+    "NOPERM",
 ];
+
+/// Whether `e` is a store-wide reply: its own code, or (Redis before 7 wraps an error a script
+/// met in `ERR Error running script … -OOM …`) the code of the reply inside it.
+fn is_store_wide(e: &redis::RedisError) -> bool {
+    if e.code().is_some_and(|code| STORE_WIDE.contains(&code)) {
+        return true;
+    }
+    let text = e.to_string();
+    STORE_WIDE
+        .iter()
+        .any(|code| text.contains(&format!("-{code} ")))
+}
 
 /// The store's answer for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,16 +106,14 @@ impl Store {
     }
 
     /// The caller's key: hash-tagged on the caller so that every key of one caller shares a
-    /// Redis Cluster slot. `{`, `}` (and `%`) in a caller are percent-encoded: a `}` would end
-    /// the hash tag early and put the caller in another caller's slot, and two callers that
-    /// differ only there would share a prefix of their tags.
+    /// Redis Cluster slot. A `}` in a caller would end the hash tag early and put the caller
+    /// in another caller's slot, so `{` and `}` become the fullwidth `｛` and `｝`: callers are
+    /// visible ASCII, so no caller's key can be another's, and every caller without braces
+    /// keeps the key it always had (old and new instances count it together in a rollout).
     pub fn key(&self, caller: &str, route: &str) -> String {
         let prefix = &self.key_prefix;
-        if caller.contains(['{', '}', '%']) {
-            let tag = caller
-                .replace('%', "%25")
-                .replace('{', "%7B")
-                .replace('}', "%7D");
+        if caller.contains(['{', '}']) {
+            let tag = caller.replace('{', "\u{ff5b}").replace('}', "\u{ff5d}");
             format!("{prefix}:{{{tag}}}:{route}")
         } else {
             format!("{prefix}:{{{caller}}}:{route}")
@@ -237,9 +251,7 @@ impl Store {
                 self.connection.broken(&lease);
                 Err(StoreError::Connection(e.to_string()))
             }
-            Ok(Err(e)) if e.code().is_some_and(|code| STORE_WIDE.contains(&code)) => {
-                Err(StoreError::Refused(e.to_string()))
-            }
+            Ok(Err(e)) if is_store_wide(&e) => Err(StoreError::Refused(e.to_string())),
             Ok(Err(e)) => Err(StoreError::Reply(e.to_string())),
             Err(_) => Err(StoreError::Timeout(timeout)),
         }
