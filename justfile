@@ -88,7 +88,11 @@ fuzz CASES="10000": setup-core
     FAILMODE_FUZZ_CASES={{CASES}} cargo test -p failmode --test fuzz
     FAILMODE_FUZZ_CASES={{CASES}} cargo test -p failmode-reference --test fuzz_http
 
-# Benchmark the reference limiter: healthy decision vs a no-limit route, and with Redis hung.
+# Benchmark the reference limiter (about 5 minutes): a decision's cost with Redis healthy and
+# hung, what four instances admit of a caller above the limit (healthy, hung, the first second
+# back), and decisions a second through one Redis beside the floor (EVALSHA from a plain
+# client). Flags: --seconds N, --rate R, --throughput-rates 2500,5000, --step-seconds N,
+# --exactness-only, --throughput-only. Results in docs/reference.md.
 bench-reference *ARGS: setup
     cargo bench -p failmode-reference --bench reference -- {{ARGS}}
 
