@@ -10,12 +10,14 @@
 //! 3. Exactness (`reference/exactness.rs`): a caller at 120 a second over four instances,
 //!    limit 50: admitted a second with Redis healthy (target >= 49.75), hung (50.0 +/- 0.5
 //!    once the breakers are open), and in the first second after it answers again (<= 55).
-//! 4. Throughput through one Redis (`reference/throughput.rs`): decisions a second at a p99 of
+//! 4. A flood of callers during an outage (`reference/flood.rs`): acme's p99 beside 4,000 a
+//!    second of distinct keys evicting from capped maps, and beside as many recurring keys.
+//! 5. Throughput through one Redis (`reference/throughput.rs`): decisions a second at a p99 of
 //!    at most 1 ms, beside the floor (the same script by EVALSHA from a plain client). Target:
 //!    at least 15,000.
 //!
-//! Flags: `--seconds N` (phases 1–3) and `--rate R` (phases 1–2), `--throughput-rates
-//! 2500,5000,…`, `--step-seconds N` (phase 4), `--exactness-only`, `--throughput-only`.
+//! Flags: `--seconds N` (phases 1–4) and `--rate R` (phases 1–2), `--throughput-rates
+//! 2500,5000,…`, `--step-seconds N` (phase 5), `--exactness-only`, `--flood-only`, `--throughput-only`.
 //!
 //! Latency is taken from the actual send (the server's cost) and, separately, from the
 //! scheduled send (what a caller of an open-model client sees, including this generator's
@@ -25,6 +27,8 @@
 
 #[path = "reference/exactness.rs"]
 mod exactness;
+#[path = "reference/flood.rs"]
+mod flood;
 #[path = "reference/open_model.rs"]
 mod open_model;
 #[path = "../tests/support/mod.rs"]
@@ -213,6 +217,10 @@ fn main() {
             exactness::run(env!("CARGO_BIN_EXE_failmode-reference"), &redis, seconds).await;
             return;
         }
+        if std::env::args().any(|a| a == "--flood-only") {
+            flood::run(env!("CARGO_BIN_EXE_failmode-reference"), &redis, seconds).await;
+            return;
+        }
         if std::env::args().any(|a| a == "--throughput-only") {
             throughput::run(&client, &base, &redis.url(), &rates, step_secs).await;
             return;
@@ -261,6 +269,7 @@ fn main() {
         );
 
         exactness::run(env!("CARGO_BIN_EXE_failmode-reference"), &redis, seconds).await;
+        flood::run(env!("CARGO_BIN_EXE_failmode-reference"), &redis, seconds).await;
         throughput::run(&client, &base, &redis.url(), &rates, step_secs).await;
     });
 }
