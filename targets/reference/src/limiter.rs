@@ -1,7 +1,7 @@
 //! One decision per request: the store when it answers in time, else the route's policy.
 //!
 //! This is seed 000's `allow()` built out: breaker, timeout, no retries unless the policy asks,
-//! a fallback counter and a log line when the instance enters or leaves fallback.
+//! fallback counters by reason, summed in the log once a second (`crate::fallback`).
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
