@@ -108,7 +108,7 @@ async fn load(
     Arc::try_unwrap(results).unwrap().into_inner().unwrap()
 }
 
-fn ms(h: &Histogram<u64>, q: f64) -> f64 {
+pub(crate) fn ms(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1000.0
 }
 
@@ -147,12 +147,56 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
-struct Instance(Child);
+/// A release instance on a free loopback port, killed on drop.
+struct Instance {
+    child: Child,
+    base: String,
+}
+
+impl Instance {
+    fn start(redis: &RedisServer, flags: &[&str]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_failmode-reference"))
+            .args(["--port", &port.to_string(), "--redis-url", &redis.url()])
+            .args(flags)
+            .env("FAILMODE_LOG", "error")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("the release binary");
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// Waits until `/healthz` answers with `expected` in its body ("" for any answer).
+    async fn ready(&self, client: &reqwest::Client, expected: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let body = match client.get(format!("{}/healthz", self.base)).send().await {
+                Ok(r) => r.text().await.ok(),
+                Err(_) => None,
+            };
+            if body.is_some_and(|b| b.contains(expected)) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not answer /healthz with {expected:?}",
+                self.base
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -177,26 +221,19 @@ fn main() {
     .filter_map(|r| r.trim().parse().ok())
     .collect();
     let redis = RedisServer::start();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _instance = Instance(
-        Command::new(env!("CARGO_BIN_EXE_failmode-reference"))
-            .args(["--port", &port.to_string(), "--redis-url", &redis.url()])
-            // Far above the offered rate: every decision is a full store round trip, admitted.
-            .args(["--limit", "1000000000", "--window", "1s"])
-            .args([
-                "--route",
-                "/timeout-only=timeout-only,limit=1000000000,window=1s",
-            ])
-            .env("FAILMODE_LOG", "error")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("the release binary"),
+    // Far above the offered rate: every decision is a full store round trip, admitted.
+    let instance = Instance::start(
+        &redis,
+        &[
+            "--limit",
+            "1000000000",
+            "--window",
+            "1s",
+            "--route",
+            "/timeout-only=timeout-only,limit=1000000000,window=1s",
+        ],
     );
-    let base = format!("http://127.0.0.1:{port}");
+    let base = instance.base.clone();
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -208,17 +245,13 @@ fn main() {
             .timeout(Duration::from_secs(5))
             .build()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while client.get(format!("{base}/healthz")).send().await.is_err() {
-            assert!(Instant::now() < deadline, "the reference did not start");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        instance.ready(&client, "").await;
         if std::env::args().any(|a| a == "--exactness-only") {
-            exactness::run(env!("CARGO_BIN_EXE_failmode-reference"), &redis, seconds).await;
+            exactness::run(&redis, seconds).await;
             return;
         }
         if std::env::args().any(|a| a == "--flood-only") {
-            flood::run(env!("CARGO_BIN_EXE_failmode-reference"), &redis, seconds).await;
+            flood::run(&redis, seconds).await;
             return;
         }
         if std::env::args().any(|a| a == "--throughput-only") {
@@ -268,8 +301,8 @@ fn main() {
             verdict(open_median <= 2.0 * healthy_median)
         );
 
-        exactness::run(env!("CARGO_BIN_EXE_failmode-reference"), &redis, seconds).await;
-        flood::run(env!("CARGO_BIN_EXE_failmode-reference"), &redis, seconds).await;
+        exactness::run(&redis, seconds).await;
+        flood::run(&redis, seconds).await;
         throughput::run(&client, &base, &redis.url(), &rates, step_secs).await;
     });
 }

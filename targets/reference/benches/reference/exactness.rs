@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::Instance;
 use crate::open_model;
 use crate::support::RedisServer;
 
@@ -94,49 +95,32 @@ fn mean(v: &[u32]) -> f64 {
     }
 }
 
-/// Runs the three phases against four instances of `binary` on `redis` and prints them.
-pub(crate) async fn run(binary: &str, redis: &RedisServer, secs: f64) {
-    let mut instances = Vec::new();
-    let mut bases = Vec::new();
-    for _ in 0..INSTANCES {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
-        instances.push(crate::Instance(
-            std::process::Command::new(binary)
-                .args(["--port", &port.to_string(), "--redis-url", &redis.url()])
-                .args(["--limit", &LIMIT.to_string(), "--window", "1s"])
-                .args(["--key-prefix", "exact", "--heartbeat-interval", "200ms"])
-                .env("FAILMODE_LOG", "error")
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .expect("the release binary"),
-        ));
-        bases.push(format!("http://127.0.0.1:{port}"));
-    }
+/// Runs the three phases against four instances on `redis` and prints them.
+pub(crate) async fn run(redis: &RedisServer, secs: f64) {
+    let limit = LIMIT.to_string();
+    let flags = [
+        "--limit",
+        &limit,
+        "--window",
+        "1s",
+        "--key-prefix",
+        "exact",
+        "--heartbeat-interval",
+        "200ms",
+    ];
+    let instances: Vec<Instance> = (0..INSTANCES)
+        .map(|_| Instance::start(redis, &flags))
+        .collect();
+    let bases: Vec<String> = instances.iter().map(|i| i.base.clone()).collect();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
     // Every instance up and counting four.
-    for base in &bases {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let live = client.get(format!("{base}/healthz")).send().await;
-            let body = match live {
-                Ok(r) => r.text().await.unwrap_or_default(),
-                Err(_) => String::new(),
-            };
-            if body.contains(&format!("\"live_instances\":{INSTANCES}")) {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{base} did not learn {INSTANCES} instances"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    for instance in &instances {
+        instance
+            .ready(&client, &format!("\"live_instances\":{INSTANCES}"))
+            .await;
     }
     let duration = Duration::from_secs_f64(secs);
     let healthy = acme(&client, &bases, duration).await;

@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 
 use crate::open_model::{self, Timing};
 use crate::support::RedisServer;
+use crate::{Instance, ms};
 
 const CAP: &str = "10000";
 const ACME_RATE: f64 = 200.0;
@@ -45,39 +46,16 @@ async fn acme_beside(
     took.lock().unwrap().clone()
 }
 
-fn ms(h: &Histogram<u64>, q: f64) -> f64 {
-    h.value_at_quantile(q) as f64 / 1e3
-}
-
-/// Runs both floods against a capped instance of `binary` with `redis` hung, and prints them.
-pub(crate) async fn run(binary: &str, redis: &RedisServer, secs: f64) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
-    let _instance = crate::Instance(
-        std::process::Command::new(binary)
-            .args(["--port", &port.to_string(), "--redis-url", &redis.url()])
-            .args(["--key-prefix", "flood", "--max-callers", CAP])
-            .env("FAILMODE_LOG", "error")
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("the release binary"),
-    );
-    let base = format!("http://127.0.0.1:{port}");
+/// Runs both floods against a capped instance on `redis`, hung, and prints them.
+pub(crate) async fn run(redis: &RedisServer, secs: f64) {
+    let instance = Instance::start(redis, &["--key-prefix", "flood", "--max-callers", CAP]);
+    let base = instance.base.clone();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while client.get(format!("{base}/healthz")).send().await.is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the instance did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    instance.ready(&client, "").await;
     redis.hang();
     let duration = Duration::from_secs_f64(secs);
     // Open the breaker first, so both floods meet the same steady outage.
