@@ -165,8 +165,11 @@ async fn without_keep_alive_every_request_opens_a_connection_and_with_it_they_sh
             "keep-alive {keep_alive}: every connection the server accepted is counted once"
         );
         if keep_alive {
-            // 5 ms apart and answered at once: one connection carries nearly all of them.
-            assert!(opened <= 5, "{opened} connections for 200 requests");
+            // 5 ms apart and answered at once: one connection carries nearly all of them. A
+            // new one opens only when a request is due while the others are still busy, which a
+            // stall of the test machine longer than 5 ms causes (CI saw 7 beside other tests);
+            // without keep-alive it is every one of the 200.
+            assert!(opened <= 20, "{opened} connections for 200 requests");
         } else {
             assert_eq!(opened, 200);
             assert!(samples.all().iter().all(|s| s.new_connections == 1));
