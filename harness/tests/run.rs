@@ -17,7 +17,9 @@ use support::stub::{
     children_logging_under, start_long_stub_run, stub_scenario_text, stub_workspace,
     wait_until_a_tenant_is_served,
 };
-use support::{failmode, fixture_path, schema_errors, tenant_in, workspace};
+use support::{
+    failmode, file_schema_errors, fixture_path, output_text, schema_errors, tenant_in, workspace,
+};
 use tokio_util::sync::CancellationToken;
 
 const OUTAGE: &str = include_str!("fixtures/outage.toml");
@@ -158,6 +160,35 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
     let junit = std::fs::read_to_string(folder.join("gate-junit.xml")).unwrap();
     assert_eq!(junit.matches("<testcase ").count(), 12);
     assert_eq!(junit.matches("<failure ").count(), 3);
+    assert_eq!(file_schema_errors(&folder, "gate"), Vec::<String>::new());
+    let verdict: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("gate.json")).unwrap()).unwrap();
+    assert_eq!(
+        (&verdict["outcome"], &verdict["exit_code"]),
+        (&"fail".into(), &1.into())
+    );
+    let fails: Vec<String> = verdict["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verdict"] == "fail")
+        .map(|c| format!("{} {}", c["target"], c["metric"]))
+        .collect();
+    assert_eq!(fails.len(), 3, "{fails:?}");
+    // Warn-level gates report the same crossing without failing the job.
+    let warn_only = fixture_path("warn-gates.toml");
+    let gate = failmode(&[
+        "gate",
+        &folder.to_string_lossy(),
+        "--gates",
+        &warn_only.to_string_lossy(),
+    ]);
+    let (said, _) = output_text(&gate);
+    assert_eq!(gate.status.code(), Some(0), "{said}");
+    assert!(said.contains("1 warning(s)"), "{said}");
+    let verdict: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("gate.json")).unwrap()).unwrap();
+    assert_eq!(verdict["checks"][0]["verdict"], "warn");
     let only_reference = folder.join("reference-gates.toml");
     std::fs::write(
         &only_reference,

@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::gate::{Gate, gate_folder, gates_from_file, junit_xml, markdown, table};
+use crate::gate::{
+    Gate, Outcome, Verdict, gate_folder, gate_json, gates_from_file, junit_xml, markdown, table,
+};
 use crate::results::atomic;
 
 #[derive(Debug, clap::Args)]
@@ -27,8 +29,8 @@ pub(super) fn gate(args: &GateArgs) -> anyhow::Result<u8> {
     gate_and_write(&args.results, gates, args.allow_partial)
 }
 
-/// Checks a results folder, prints the table, writes JUnit XML and a Markdown summary beside
-/// the results (and appends the summary to `$GITHUB_STEP_SUMMARY` when CI sets it).
+/// Checks a results folder, prints the table, writes JUnit XML, `gate.json` and a Markdown
+/// summary beside the results (and appends the summary to `$GITHUB_STEP_SUMMARY` when CI sets it).
 pub(super) fn gate_and_write(
     folder: &Path,
     gates: Option<Vec<Gate>>,
@@ -44,23 +46,29 @@ pub(super) fn gate_and_write(
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
     };
     write("gate-junit.xml", &junit_xml(&run.scenario, &checks))?;
+    write("gate.json", &gate_json(&run, &checks)?)?;
     write("gate-summary.md", &markdown)?;
     append_step_summary(&markdown)?;
-    let failed = checks.iter().filter(|c| !c.passed).count();
-    if failed == 0 {
+    let count = |v: Verdict| checks.iter().filter(|c| c.verdict() == v).count();
+    let (failed, warned) = (count(Verdict::Fail), count(Verdict::Warn));
+    if failed + warned == 0 {
         println!("all {} checks pass", checks.len());
+    } else if failed == 0 {
+        println!("{} of {} checks pass", checks.len() - warned, checks.len());
     } else {
         println!("{failed} of {} checks fail", checks.len());
     }
-    let untrusted = run.untrusted();
-    if !untrusted.is_empty() {
-        for why in &untrusted {
+    if warned > 0 {
+        println!("{warned} warning(s): reported, not failing the job (level = \"warn\")");
+    }
+    let outcome = Outcome::of(&run, &checks);
+    if outcome == Outcome::Untrusted {
+        for why in run.untrusted() {
             println!("untrusted: {why}");
         }
         println!("the measurement cannot be trusted: no verdict (exit 3)");
-        return Ok(3);
     }
-    Ok(u8::from(failed > 0))
+    Ok(outcome.exit_code())
 }
 
 /// Appends Markdown to the CI job's page when `$GITHUB_STEP_SUMMARY` names one.

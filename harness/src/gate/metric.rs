@@ -16,6 +16,12 @@ pub enum Metric {
     Rate5xx,
     /// A count of refused, reset and timed-out requests.
     TransportErrors,
+    /// A count of 5xx answers (503 included): a share hides a burst in a busy phase.
+    Count5xx,
+    /// A count of requests the generator did not send (they count as waiting the timeout).
+    CountDropped,
+    /// The generator's lateness, p99 over the whole run: a measurement that fell behind.
+    SendLagP99Ms,
     OverAdmission,
     /// Over-admission beyond one window's limit: 0 for a correct limiter at any phase length.
     OverAdmissionBeyondWindow,
@@ -30,7 +36,9 @@ pub enum Metric {
     ClientAmplification,
 }
 
-pub(super) const METRICS: [(&str, Metric); 15] = [
+/// Every name a gate may use; where two name one metric the first is its name in reports (a
+/// gates file written before the `count_` names keeps working).
+pub(super) const METRICS: [(&str, Metric); 19] = [
     ("p50_ms", Metric::P50Ms),
     ("p99_ms", Metric::P99Ms),
     ("p999_ms", Metric::P999Ms),
@@ -38,7 +46,11 @@ pub(super) const METRICS: [(&str, Metric); 15] = [
     ("rate_429", Metric::Rate429),
     ("rate_503", Metric::Rate503),
     ("rate_5xx", Metric::Rate5xx),
+    ("count_5xx", Metric::Count5xx),
+    ("count_transport_errors", Metric::TransportErrors),
     ("transport_errors", Metric::TransportErrors),
+    ("count_dropped", Metric::CountDropped),
+    ("send_lag_p99_ms", Metric::SendLagP99Ms),
     ("over_admission", Metric::OverAdmission),
     (
         "over_admission_beyond_window",
@@ -54,6 +66,17 @@ pub(super) const METRICS: [(&str, Metric); 15] = [
     ("client_amplification", Metric::ClientAmplification),
 ];
 
+/// What one value of a metric describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scope {
+    /// One tenant (or all tenants together) in one phase of one target.
+    Cell,
+    /// One phase of one target.
+    Phase,
+    /// One target over the whole run.
+    Run,
+}
+
 impl Metric {
     pub fn name(self) -> &'static str {
         METRICS
@@ -62,17 +85,26 @@ impl Metric {
             .map_or("?", |(n, _)| n)
     }
 
-    pub(super) fn per_tenant(self) -> bool {
-        !matches!(
-            self,
-            Self::RecoveryS | Self::StoreAmplification | Self::StoreAmplificationPerAttempt
-        )
+    pub(super) fn scope(self) -> Scope {
+        match self {
+            Self::RecoveryS | Self::StoreAmplification | Self::StoreAmplificationPerAttempt => {
+                Scope::Phase
+            }
+            Self::SendLagP99Ms => Scope::Run,
+            _ => Scope::Cell,
+        }
+    }
+
+    /// Whether its value over a window follows from the window's summed counts: not a
+    /// percentile (the seconds' p99s do not make the window's), not a per-phase figure.
+    pub(super) fn windowed(self) -> bool {
+        self.scope() == Scope::Cell && !matches!(self, Self::P50Ms | Self::P99Ms | Self::P999Ms)
     }
 
     /// How a value of this metric reads: shares as %, times with their unit.
     pub fn format(self, v: f64) -> String {
         match self {
-            Self::P50Ms | Self::P99Ms | Self::P999Ms => format!("{v:.1} ms"),
+            Self::P50Ms | Self::P99Ms | Self::P999Ms | Self::SendLagP99Ms => format!("{v:.1} ms"),
             Self::Rate2xx
             | Self::Rate429
             | Self::Rate503
@@ -82,7 +114,7 @@ impl Metric {
             | Self::WrongfulDenial => {
                 format!("{:.1} %", v * 100.0)
             }
-            Self::TransportErrors => format!("{v:.0}"),
+            Self::TransportErrors | Self::Count5xx | Self::CountDropped => format!("{v:.0}"),
             Self::RecoveryS => format!("{v:.1} s"),
             Self::StoreAmplification
             | Self::StoreAmplificationPerAttempt

@@ -2,26 +2,30 @@
 //! gates file, checked against a results folder. A threshold naming a metric, target, phase or
 //! tenant that the run does not have is an error, never a silent pass; a threshold on a value
 //! the run did not measure (a cell nothing reached the target in, a recovery with too little
-//! time after the fault) fails and says so.
+//! time after the fault) fails and says so. A gate of `level = "warn"` is judged and reported
+//! the same way but never fails the job; one with a `window` judges the phase's worst window.
 
+mod evaluate;
 mod metric;
 mod output;
+mod parse;
 pub mod recovery;
-
-use metric::METRICS;
-pub use metric::Metric;
+mod window;
 
 use std::fmt;
+use std::num::NonZeroU32;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-pub use output::{junit_xml, markdown, table};
-use recovery::{Band, Recovery, SecondSample, second_sample};
+pub use evaluate::{NoBand, evaluate, recovery_time};
+pub use metric::Metric;
+pub use output::{gate_json, junit_xml, markdown, table};
+pub use parse::{gates_from_file, gates_of_run, parse_gates};
+use recovery::Recovery;
 
-use crate::results::read::{ReadError, SeriesRow, read_series};
-use crate::results::{PhaseResult, RunResult, TargetResult, TenantResult};
-use crate::scenario::Scenario;
+use crate::results::RunResult;
+use crate::results::read::{ReadError, read_series};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
@@ -130,139 +134,33 @@ impl From<Recovery> for Actual {
     }
 }
 
+/// What a crossed threshold does to the job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// It fails the gate (exit 1).
+    #[default]
+    Fail,
+    /// It is reported as a warning and never fails the job.
+    Warn,
+}
+
 /// One threshold as written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gate {
     /// A target name or a glob (`*`, `?`).
     pub target: String,
-    pub phase: String,
+    /// `None` only for a metric of the whole run (the generator's send lag).
+    pub phase: Option<String>,
     pub metric: Metric,
     /// `None`: all tenants together.
     pub tenant: Option<String>,
     pub bound: Bound,
+    pub level: Level,
+    /// Judge the phase's worst window of this many seconds instead of the whole phase.
+    pub window: Option<NonZeroU32>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawGate {
-    #[serde(default = "every_target")]
-    target: String,
-    phase: String,
-    metric: String,
-    tenant: Option<String>,
-    max: Option<f64>,
-    min: Option<f64>,
-}
-
-fn every_target() -> String {
-    "*".to_owned()
-}
-
-/// The first of a gate's keys whose value is not of its type (a string, or for the bounds a
-/// number).
-fn mistyped_key(table: &toml::Table) -> Option<&str> {
-    table.iter().find_map(|(key, value)| {
-        let fits = match key.as_str() {
-            "target" | "phase" | "metric" | "tenant" => value.is_str(),
-            "max" | "min" => value.is_integer() || value.is_float(),
-            _ => true,
-        };
-        (!fits).then_some(key.as_str())
-    })
-}
-
-/// Validates gates as written (`[[gates]]` tables).
-pub fn parse_gates(tables: &[toml::Table]) -> Result<Vec<Gate>, GateError> {
-    tables
-        .iter()
-        .enumerate()
-        .map(|(i, table)| {
-            let index = i + 1;
-            let invalid = |message: String| GateError::Invalid { index, message };
-            let raw: RawGate = table.clone().try_into().map_err(|e: toml::de::Error| {
-                // Deserializing a table drops the key from a type error ("invalid type: string
-                // \"x\", expected f64"): put back the key whose value is of the wrong type.
-                match mistyped_key(table) {
-                    Some(key) if e.message().starts_with("invalid type") => {
-                        invalid(format!("`{key}`: {}", e.message()))
-                    }
-                    _ => invalid(e.message().to_owned()),
-                }
-            })?;
-            let metric = METRICS
-                .iter()
-                .find(|(n, _)| *n == raw.metric)
-                .map(|(_, m)| *m)
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "unknown metric {:?}; known: {}",
-                        raw.metric,
-                        METRICS.map(|(n, _)| n).join(", ")
-                    ))
-                })?;
-            let bound = match (raw.max, raw.min) {
-                (Some(max), None) => Bound::Max(max),
-                (None, Some(min)) => Bound::Min(min),
-                _ => return Err(invalid("needs exactly one of max or min".into())),
-            };
-            // No value passes a NaN bound and every value passes an infinite one: a typo
-            // that would fail or pass every run.
-            let (key, v) = match bound {
-                Bound::Max(v) => ("max", v),
-                Bound::Min(v) => ("min", v),
-            };
-            if !v.is_finite() {
-                return Err(invalid(format!("`{key}` = {v}: must be a finite number")));
-            }
-            if raw.tenant.is_some() && !metric.per_tenant() {
-                return Err(invalid(format!(
-                    "{} is per target, not per tenant",
-                    metric.name()
-                )));
-            }
-            Ok(Gate {
-                target: raw.target,
-                phase: raw.phase,
-                metric,
-                tenant: raw.tenant,
-                bound,
-            })
-        })
-        .collect()
-}
-
-/// Gates from a file of `[[gates]]` tables.
-pub fn gates_from_file(path: &Path) -> Result<Vec<Gate>, GateError> {
-    let file_error = |message: String| GateError::File {
-        path: path.display().to_string(),
-        message,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct File {
-        gates: Vec<toml::Table>,
-    }
-    let file: File = toml::from_str(&text).map_err(|e| file_error(e.to_string()))?;
-    parse_gates(&file.gates)
-}
-
-/// The gates of the scenario a results folder was run with (its `scenario.toml`).
-pub fn gates_of_run(folder: &Path) -> Result<Vec<Gate>, GateError> {
-    let path = folder.join("scenario.toml");
-    let text = std::fs::read_to_string(&path).map_err(|e| GateError::File {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
-    let scenario =
-        Scenario::parse(&text, &path.display().to_string()).map_err(|e| GateError::File {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-    parse_gates(&scenario.gates)
-}
-
-/// Matches `*` (any run) and `?` (one character). Hand-written: glob crates match paths, and
 /// target names are plain words.
 fn glob_matches(pattern: &str, name: &str) -> bool {
     fn go(p: &[char], n: &[char]) -> bool {
@@ -279,19 +177,46 @@ fn glob_matches(pattern: &str, name: &str) -> bool {
     go(&p, &n)
 }
 
+/// A check's verdict, its level taken into account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    /// Crossed, at `level = "warn"`: reported, never failing the job.
+    Warn,
+    Fail,
+}
+
 /// One gate on one target: the verdict.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Check {
     pub target: String,
-    pub phase: String,
+    /// `None`: the whole run.
+    pub phase: Option<String>,
     pub metric: Metric,
     pub tenant: Option<String>,
     pub bound: Bound,
+    pub level: Level,
+    pub window: Option<NonZeroU32>,
     pub actual: Actual,
+    /// Whether the actual value meets the threshold, whatever the level.
     pub passed: bool,
 }
 
 impl Check {
+    pub fn verdict(&self) -> Verdict {
+        match (self.passed, self.level) {
+            (true, _) => Verdict::Pass,
+            (false, Level::Warn) => Verdict::Warn,
+            (false, Level::Fail) => Verdict::Fail,
+        }
+    }
+
+    /// The phase it judged, or "whole run".
+    pub fn phase_name(&self) -> &str {
+        self.phase.as_deref().unwrap_or("whole run")
+    }
+
     pub fn threshold(&self) -> String {
         match self.bound {
             Bound::Max(v) => format!("≤ {}", self.metric.format(v)),
@@ -310,10 +235,14 @@ impl Check {
     }
 
     pub fn subject(&self) -> String {
-        match &self.tenant {
-            Some(t) => format!("{} {t}", self.metric.name()),
-            None => self.metric.name().to_owned(),
+        let mut subject = self.metric.name().to_owned();
+        if let Some(t) = &self.tenant {
+            subject = format!("{subject} {t}");
         }
+        if let Some(w) = self.window {
+            subject = format!("{subject}, worst {w} s");
+        }
+        subject
     }
 }
 
@@ -323,7 +252,7 @@ impl fmt::Display for Check {
             f,
             "{} / {}: {} {} (actual {})",
             self.target,
-            self.phase,
+            self.phase_name(),
             self.subject(),
             self.threshold(),
             self.actual_text()
@@ -331,224 +260,37 @@ impl fmt::Display for Check {
     }
 }
 
-/// Why a cell's figures are not measured.
-const NOTHING_SENT: &str = "no request of this cell reached the target (no traffic, or every \
-                            request dropped or throttled)";
+/// What a gate's checks come to for the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// No check at level `fail` failed (warnings may have been raised).
+    Pass,
+    Fail,
+    /// The measurement cannot be trusted (the generator dropped or fell behind): no verdict,
+    /// whatever the checks say.
+    Untrusted,
+}
 
-fn tenant_value(metric: Metric, t: &TenantResult) -> Actual {
-    let ms = |p: Option<crate::results::Percentiles>,
-              q: fn(&crate::results::Percentiles) -> u64| {
-        Actual::of(p.map(|p| q(&p) as f64 / 1000.0), NOTHING_SENT)
-    };
-    let c = &t.counts;
-    match metric {
-        Metric::P50Ms => ms(t.latency_us, |p| p.p50),
-        Metric::P99Ms => ms(t.latency_us, |p| p.p99),
-        Metric::P999Ms => ms(t.latency_us, |p| p.p999),
-        Metric::Rate2xx => Actual::of(t.share_of_offered(c.admitted), NOTHING_SENT),
-        Metric::Rate429 => Actual::of(t.share_of_offered(c.limited), NOTHING_SENT),
-        Metric::Rate503 => Actual::of(t.share_of_offered(c.unavailable), NOTHING_SENT),
-        Metric::Rate5xx => Actual::of(t.share_of_offered(c.errors_5xx()), NOTHING_SENT),
-        Metric::TransportErrors => Actual::of(
-            t.measured().then_some(c.transport_error as f64),
-            NOTHING_SENT,
-        ),
-        Metric::OverAdmission => Actual::of(t.over_admission, NOTHING_SENT),
-        Metric::OverAdmissionBeyondWindow => {
-            Actual::of(t.over_admission_beyond_window, NOTHING_SENT)
-        }
-        Metric::WrongfulDenial => Actual::of(
-            t.wrongful_denial,
-            if t.measured() {
-                "nothing was entitled: every request was refused by the client itself"
-            } else {
-                NOTHING_SENT
-            },
-        ),
-        Metric::ClientAmplification => {
-            Actual::of(c.client_amplification(), "no request was offered")
-        }
-        Metric::RecoveryS | Metric::StoreAmplification | Metric::StoreAmplificationPerAttempt => {
-            Actual::NotMeasured(format!("{} is per target", metric.name()))
+impl Outcome {
+    pub fn of(run: &RunResult, checks: &[Check]) -> Self {
+        if !run.untrusted().is_empty() {
+            Self::Untrusted
+        } else if checks.iter().any(|c| c.verdict() == Verdict::Fail) {
+            Self::Fail
+        } else {
+            Self::Pass
         }
     }
-}
 
-/// The per-second samples of one target, all tenants together; the last second weighed by the
-/// part of it the run covered.
-fn seconds_of(run: &RunResult, target: &TargetResult, series: &[SeriesRow]) -> Vec<SecondSample> {
-    // The target's own rule: a run may hold targets of different limits.
-    let allowance_per_s = run.limit_of(target).per_s();
-    let target = target.name.as_str();
-    let mut seconds: Vec<u64> = series
-        .iter()
-        .filter(|r| r.target == target)
-        .map(|r| r.second)
-        .collect();
-    seconds.sort_unstable();
-    seconds.dedup();
-    seconds
-        .into_iter()
-        .map(|second| {
-            let rows = series
-                .iter()
-                .filter(|r| r.target == target && r.second == second);
-            let p99 = rows
-                .clone()
-                .find(|r| r.tenant == "all")
-                .map_or(0, |r| r.p99_us);
-            let tenants: Vec<_> = rows
-                .filter(|r| r.tenant != "all")
-                .map(|r| (r.counts, allowance_per_s * run.keys_of(&r.tenant) as f64))
-                .collect();
-            let covered_s = (run.duration_s - second as f64).clamp(0.0, 1.0);
-            second_sample(second as f64, covered_s, p99, &tenants)
-        })
-        .collect()
-}
-
-/// Why a run has no band to judge recovery against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum NoBand {
-    /// The scenario has no phase to learn it from: a mistake in the scenario.
-    #[error("recovery_s needs a phase named \"steady\" to learn the band from")]
-    NoSteadyPhase,
-    /// The phase is there but nothing was measured in it: the recovery is not measured.
-    #[error("the steady phase had no traffic to learn the band from")]
-    SilentSteady,
-}
-
-/// How long `target` took after `fault` to be back in its steady band, by the rule of
-/// [`recovery`]; `Err` when the run has no band to judge it against.
-pub fn recovery_time(
-    run: &RunResult,
-    target: &TargetResult,
-    fault: &PhaseResult,
-    series: &[SeriesRow],
-) -> Result<Recovery, NoBand> {
-    let steady = target
-        .phases
-        .iter()
-        .find(|p| p.name == "steady")
-        .ok_or(NoBand::NoSteadyPhase)?;
-    let samples = seconds_of(run, target, series);
-    let in_steady: Vec<SecondSample> = samples
-        .iter()
-        .copied()
-        .filter(|s| s.at_s >= steady.start_s && s.at_s + 1.0 <= steady.end_s)
-        .collect();
-    let band = Band::from_steady(&in_steady).ok_or(NoBand::SilentSteady)?;
-    // Several faults in one run: each one's recovery ends where the next fault begins.
-    let next_fault = target
-        .phases
-        .iter()
-        .filter(|p| p.start_s >= fault.end_s && !p.faults.is_empty())
-        .map(|p| p.start_s)
-        .reduce(f64::min);
-    Ok(recovery::recovery(
-        &samples,
-        fault.end_s,
-        next_fault,
-        &band,
-        // "Back" is judged over the target's own windows: a target with a declared limit
-        // recovers over its windows, not the scenario's.
-        recovery::seconds_needed(run.limit_of(target).window_s),
-    ))
-}
-
-/// Checks every gate against a run; `series` is needed for `recovery_s`.
-pub fn evaluate(
-    run: &RunResult,
-    series: &[SeriesRow],
-    gates: &[Gate],
-) -> Result<Vec<Check>, GateError> {
-    let mut checks = Vec::new();
-    for (i, gate) in gates.iter().enumerate() {
-        let invalid = |message: String| GateError::Invalid {
-            index: i + 1,
-            message,
-        };
-        let targets: Vec<&TargetResult> = run
-            .targets
-            .iter()
-            .filter(|t| glob_matches(&gate.target, &t.name))
-            .collect();
-        if targets.is_empty() {
-            return Err(invalid(format!(
-                "target {:?} matches no target of the run ({})",
-                gate.target,
-                run.targets
-                    .iter()
-                    .map(|t| t.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-        for target in targets {
-            let phase = target
-                .phases
-                .iter()
-                .find(|p| p.name == gate.phase)
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "phase {:?} is not a phase of {} ({})",
-                        gate.phase,
-                        target.name,
-                        target
-                            .phases
-                            .iter()
-                            .map(|p| p.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                })?;
-            let actual = match (gate.metric, &gate.tenant) {
-                (Metric::RecoveryS, _) => match recovery_time(run, target, phase, series) {
-                    Ok(r) => Actual::from(r),
-                    Err(e @ NoBand::SilentSteady) => Actual::NotMeasured(e.to_string()),
-                    Err(e @ NoBand::NoSteadyPhase) => return Err(invalid(e.to_string())),
-                },
-                (Metric::StoreAmplification, _) => Actual::of(
-                    phase.store_amplification,
-                    "no Redis command count for this phase, or nothing was offered",
-                ),
-                (Metric::StoreAmplificationPerAttempt, _) => Actual::of(
-                    phase.store_amplification_per_attempt,
-                    "no Redis command count for this phase, or nothing was sent",
-                ),
-                (m, Some(name)) => {
-                    let tenant =
-                        phase
-                            .tenants
-                            .iter()
-                            .find(|t| &t.name == name)
-                            .ok_or_else(|| {
-                                invalid(format!(
-                                    "tenant {name:?} is not a tenant of the run ({})",
-                                    phase
-                                        .tenants
-                                        .iter()
-                                        .map(|t| t.name.as_str())
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                ))
-                            })?;
-                    tenant_value(m, tenant)
-                }
-                (m, None) => tenant_value(m, &phase.all),
-            };
-            checks.push(Check {
-                target: target.name.clone(),
-                phase: phase.name.clone(),
-                metric: gate.metric,
-                tenant: gate.tenant.clone(),
-                bound: gate.bound,
-                passed: actual.passes(gate.bound),
-                actual,
-            });
+    /// Its exit code, from the one table of `docs/verdicts.md`.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Self::Pass => 0,
+            Self::Fail => 1,
+            Self::Untrusted => 3,
         }
     }
-    Ok(checks)
 }
 
 /// Refuses a run whose verdicts would rest on part of the traffic: one worker's share always,
@@ -587,7 +329,10 @@ pub fn gate_folder(
             message: "the scenario has no [[gates]] and no --gates file was given".into(),
         });
     }
-    let series = if gates.iter().any(|g| g.metric == Metric::RecoveryS) {
+    let series = if gates
+        .iter()
+        .any(|g| g.metric == Metric::RecoveryS || g.window.is_some())
+    {
         read_series(folder)?
     } else {
         Vec::new()

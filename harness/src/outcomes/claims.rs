@@ -121,7 +121,9 @@ mod tests {
             let claims = parse(&s.claims).unwrap_or_else(|e| panic!("{name}: {e}"));
             for check in claims.iter().flat_map(|c| &c.checks) {
                 assert!(
-                    s.phases.iter().any(|p| p.name == check.phase),
+                    s.phases
+                        .iter()
+                        .any(|p| Some(&p.name) == check.phase.as_ref()),
                     "{name}: {check:?}"
                 );
                 assert!(

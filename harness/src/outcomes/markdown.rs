@@ -291,7 +291,7 @@ fn claims(out: &mut String, o: &Outcomes) -> std::fmt::Result {
                 out,
                 "  - {} {}: {} {} — actual {} ({})",
                 check.target,
-                check.phase,
+                check.phase_name(),
                 check.subject(),
                 check.threshold(),
                 check.actual_text(),

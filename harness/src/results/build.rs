@@ -68,7 +68,7 @@ pub(crate) struct Allowed {
 impl Allowed {
     /// For a tenant of `keys` caller keys (a population's rest): each key's allowance and
     /// slack, together.
-    fn of(self, keys: u64) -> Self {
+    pub(crate) fn of(self, keys: u64) -> Self {
         let keys = keys as f64;
         Self {
             allowance: self.allowance * keys,

@@ -68,11 +68,16 @@ pub(crate) fn output_text(output: &std::process::Output) -> (String, String) {
 
 /// What is wrong with a results folder's `run.json` by `harness/schema/run.schema.json`.
 pub(crate) fn schema_errors(folder: &Path) -> Vec<String> {
+    file_schema_errors(folder, "run")
+}
+
+/// What is wrong with a results folder's `NAME.json` by `harness/schema/NAME.schema.json`.
+pub(crate) fn file_schema_errors(folder: &Path, name: &str) -> Vec<String> {
     let read = |path: PathBuf| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
     };
-    let schema = read(workspace().join("harness/schema/run.schema.json"));
-    let written = read(folder.join("run.json"));
+    let schema = read(workspace().join(format!("harness/schema/{name}.schema.json")));
+    let written = read(folder.join(format!("{name}.json")));
     let validator = jsonschema::validator_for(&schema).unwrap();
     validator
         .iter_errors(&written)

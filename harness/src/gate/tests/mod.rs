@@ -1,10 +1,15 @@
+mod levels;
+mod window;
+
+use super::evaluate::tenant_value;
 use super::*;
 use crate::metrics::Counts;
-use crate::results::fixture;
-use crate::results::{PhaseResult, TargetResult};
+use crate::results::read::SeriesRow;
+use crate::results::{PhaseResult, TargetResult, fixture};
+use crate::scenario::Scenario;
 
 /// acme at 120/s and globex at 20/s against 50/s; acme's requests take 20 ms, globex's 1 ms.
-fn phase(name: &str, start_s: f64, end_s: f64, acme_admitted: u64) -> PhaseResult {
+pub(super) fn phase(name: &str, start_s: f64, end_s: f64, acme_admitted: u64) -> PhaseResult {
     let len = end_s - start_s;
     let tenants = vec![
         fixture::tenant(
@@ -29,7 +34,7 @@ fn phase(name: &str, start_s: f64, end_s: f64, acme_admitted: u64) -> PhaseResul
     p
 }
 
-fn run() -> RunResult {
+pub(super) fn run() -> RunResult {
     let target = |name: &str, acme_fault: u64| -> TargetResult {
         fixture::target(
             name,
@@ -46,7 +51,7 @@ fn run() -> RunResult {
     )
 }
 
-fn gates(text: &str) -> Result<Vec<Gate>, GateError> {
+pub(super) fn gates(text: &str) -> Result<Vec<Gate>, GateError> {
     #[derive(serde::Deserialize)]
     struct F {
         gates: Vec<toml::Table>,
@@ -252,7 +257,7 @@ fn junit_has_one_testcase_per_check_and_escapes() {
 
 /// One second of one target × tenant in `series.csv`: `offered` requests, `admitted` of them
 /// 2xx and the rest 429, the second's p99 `p99_us`.
-fn second_row(
+pub(super) fn second_row(
     target: &str,
     tenant: &str,
     second: u64,
@@ -277,7 +282,7 @@ fn second_row(
 }
 
 /// acme's and all tenants' rows of the reference over `seconds`, each from `second`.
-fn reference_seconds(
+pub(super) fn reference_seconds(
     seconds: std::ops::Range<u64>,
     second: impl Fn(u64) -> ((u64, u64), u64),
 ) -> Vec<SeriesRow> {
@@ -484,7 +489,10 @@ fn the_shipped_scenarios_gates_parse_and_name_only_known_phases_and_tenants() {
         let s = Scenario::find(&name, &dir).unwrap();
         let gates = parse_gates(&s.gates).unwrap_or_else(|e| panic!("{name}: {e}"));
         for g in &gates {
-            assert!(s.phases.iter().any(|p| p.name == g.phase), "{name}: {g:?}");
+            assert!(
+                s.phases.iter().any(|p| Some(&p.name) == g.phase.as_ref()),
+                "{name}: {g:?}"
+            );
             if let Some(t) = &g.tenant {
                 assert!(s.tenants.iter().any(|x| &x.name == t), "{name}: {g:?}");
             }
