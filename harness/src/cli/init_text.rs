@@ -316,7 +316,9 @@ start = "95s"
 end = "120s"
 
 # Gates for CI: `failmode run {name} --gate`, or `failmode gate results/latest` after a run,
-# exit 1 when one fails (and write JUnit XML and a Markdown summary). They ask of {name} what the
+# exit 1 when one fails (and write JUnit XML, gate.json and a Markdown summary); a gate with
+# level = "warn" reports without failing, one with window = "5s" judges the phase's worst five
+# seconds instead of its average. They ask of {name} what the
 # reference promises during each fault: no 5xx, steady and light callers served (at most 1 %
 # wrongly refused), heavy held to its limit (over-admission beyond one window at most 5 %),
 # p99 within 30 ms, back to the steady phase's band within 5 s. Change them to what your service
