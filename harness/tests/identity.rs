@@ -15,7 +15,7 @@ use failmode::limits::LimitSource;
 use failmode::results::{RunResult, TenantResult};
 use failmode::scenario::Scenario;
 use failmode::targets::manifest;
-use support::{failmode_in, fixture_path, schema_errors, tenant_in};
+use support::{fixture_path, schema_errors, tenant_in};
 
 /// The phase every target is judged in: the fixture has one.
 const PHASE: &str = "steady";
@@ -25,23 +25,12 @@ const PHASE: &str = "steady";
 /// 83–122 ms (CI, 2026-12-02); a run whose generator fell behind is rightly untrusted.
 const BATCH: usize = 2;
 
-fn run_fixture() -> (Scenario, RunResult, tempfile::TempDir) {
+fn run_identity_fixture() -> (Scenario, RunResult, tempfile::TempDir) {
     let path = fixture_path("identity.toml");
     let scenario = Scenario::load(&path).unwrap();
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
-    let run = failmode_in(
-        &support::workspace(),
-        &[
-            "run",
-            &path.to_string_lossy(),
-            "--no-build",
-            "--batch",
-            &BATCH.to_string(),
-            "--out",
-            &folder.to_string_lossy(),
-        ],
-    );
+    let run = support::run_fixture(&path, &folder, &["--batch", &BATCH.to_string()]);
     let (stdout, stderr) = support::output_text(&run);
     assert_eq!(run.status.code(), Some(0), "{stdout}{stderr}");
     assert!(
@@ -107,7 +96,7 @@ fn assert_one_key(run: &RunResult, target: &str, scenario: &Scenario) {
 
 #[test]
 fn tenants_told_by_address_header_or_forwarded_for_and_targets_judged_by_their_own_limit() {
-    let (scenario, r, _out) = run_fixture();
+    let (scenario, r, _out) = run_identity_fixture();
 
     // run.json: each tenant's address, distinct, never failmode's own, the same as any worker
     // computes from the scenario.

@@ -23,7 +23,7 @@ use failmode::scenario::Scenario;
 use support::engine::{plan, run, tenant};
 use support::oracle::{self, NEAR_S};
 use support::scripted_server::{Server, answer};
-use support::{failmode_in, fixture_path, output_text, tenant_in};
+use support::{fixture_path, output_text, tenant_in};
 use tokio_util::sync::CancellationToken;
 
 /// Per tenant: (admitted, limited, arrivals near a window's boundary), by the model.
@@ -86,16 +86,7 @@ fn each_key_of_a_population_is_limited_on_its_own_as_its_draws_say_and_the_rest_
     let expected = expected(&scenario);
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
-    let run = failmode_in(
-        &support::workspace(),
-        &[
-            "run",
-            &fixture.to_string_lossy(),
-            "--no-build",
-            "--out",
-            &folder.to_string_lossy(),
-        ],
-    );
+    let run = support::run_fixture(&fixture, &folder, &[]);
     let (stdout, stderr) = output_text(&run);
     assert_eq!(run.status.code(), Some(0), "{stdout}{stderr}");
     let r = RunResult::read(&folder).unwrap();

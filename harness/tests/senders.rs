@@ -19,7 +19,7 @@ use failmode::results::RunResult;
 use failmode::results::read::read_series;
 use support::engine::{Samples, assert_accounted, plan, run, tenant};
 use support::scripted_server::{Action, Server, answer};
-use support::{failmode_in, fixture_path, schema_errors, tenant_in};
+use support::{fixture_path, schema_errors, tenant_in};
 use tokio_util::sync::CancellationToken;
 
 fn senders(n: usize) -> Senders {
@@ -181,16 +181,7 @@ async fn without_keep_alive_every_request_opens_a_connection_and_with_it_they_sh
 fn a_run_through_a_connection_cap_without_keep_alive_reports_the_cap_biting_and_the_churn() {
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
-    let run = failmode_in(
-        &support::workspace(),
-        &[
-            "run",
-            &fixture_path("oracle-connections.toml").to_string_lossy(),
-            "--no-build",
-            "--out",
-            &folder.to_string_lossy(),
-        ],
-    );
+    let run = support::run_fixture(&fixture_path("oracle-connections.toml"), &folder, &[]);
     assert!(run.status.success(), "{run:?}");
     assert_eq!(schema_errors(&folder), Vec::<String>::new());
     let r = RunResult::read(&folder).unwrap();

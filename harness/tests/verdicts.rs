@@ -21,7 +21,7 @@ use failmode::results::RunResult;
 use failmode::results::read::read_series;
 use failmode::scenario::Scenario;
 use support::oracle::{self, NEAR_S};
-use support::{failmode_in, failmode_with_env, fixture_path, tenant_in};
+use support::{failmode_in, fixture_path, tenant_in};
 
 /// The runs of this file one at a time: each measures latency, and two at once on two cores
 /// would measure each other.
@@ -137,18 +137,10 @@ fn every_figure_and_gate_verdict_of_a_run_against_scripted_targets_is_the_one_co
     let expected = expected(&scenario);
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
-    let run = failmode_in(
-        &support::workspace(),
-        &[
-            "run",
-            &fixture_path("oracle-verdicts.toml").to_string_lossy(),
-            "--no-build",
-            "--gate",
-            "--batch",
-            &BATCH.to_string(),
-            "--out",
-            &folder.to_string_lossy(),
-        ],
+    let run = support::run_fixture(
+        &fixture_path("oracle-verdicts.toml"),
+        &folder,
+        &["--gate", "--batch", &BATCH.to_string()],
     );
     let said =
         String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
@@ -386,16 +378,7 @@ fn requests_the_generator_dropped_count_as_waiting_the_timeout_and_make_the_verd
     let _alone = one_run_at_a_time();
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
-    let run = failmode_in(
-        &support::workspace(),
-        &[
-            "run",
-            &fixture_path("oracle-drops.toml").to_string_lossy(),
-            "--no-build",
-            "--out",
-            &folder.to_string_lossy(),
-        ],
-    );
+    let run = support::run_fixture(&fixture_path("oracle-drops.toml"), &folder, &[]);
     assert!(run.status.success(), "{run:?}");
     let r = RunResult::read(&folder).unwrap();
     let fault = tenant_in(&r, "oracle-slow-second", "fault", "all");
@@ -429,16 +412,11 @@ fn requests_the_generator_dropped_count_as_waiting_the_timeout_and_make_the_verd
 
 /// Runs `oracle-compare.toml` with the oracle's script set to `script`, into `folder`.
 fn run_compare_side(folder: &std::path::Path, script: &str) {
-    let run = failmode_with_env(
-        &support::workspace(),
+    let run = support::run_fixture_with_env(
         &[("FAILMODE_ORACLE_SCRIPT", script)],
-        &[
-            "run",
-            &fixture_path("oracle-compare.toml").to_string_lossy(),
-            "--no-build",
-            "--out",
-            &folder.to_string_lossy(),
-        ],
+        &fixture_path("oracle-compare.toml"),
+        folder,
+        &[],
     );
     assert!(run.status.success(), "{script}: {run:?}");
 }

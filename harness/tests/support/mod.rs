@@ -58,6 +58,26 @@ pub(crate) fn failmode_with_env(
         .unwrap()
 }
 
+/// `failmode run SCENARIO --no-build [EXTRA…] --out FOLDER` from the workspace: a scenario
+/// file run end to end with the release binaries the test recipe built first.
+pub(crate) fn run_fixture(scenario: &Path, folder: &Path, extra: &[&str]) -> std::process::Output {
+    run_fixture_with_env(&[], scenario, folder, extra)
+}
+
+/// [`run_fixture`] with variables added to the run's environment (its targets inherit them).
+pub(crate) fn run_fixture_with_env(
+    env: &[(&str, &str)],
+    scenario: &Path,
+    folder: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let (scenario, folder) = (scenario.to_string_lossy(), folder.to_string_lossy());
+    let mut args = vec!["run", &scenario, "--no-build"];
+    args.extend_from_slice(extra);
+    args.extend(["--out", &folder]);
+    failmode_with_env(&workspace(), env, &args)
+}
+
 /// A command's stdout and stderr, as text.
 pub(crate) fn output_text(output: &std::process::Output) -> (String, String) {
     (
