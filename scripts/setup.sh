@@ -8,7 +8,7 @@ say() { printf 'setup: %s\n' "$*"; }
 # `scripts/setup.sh` sets up everything; `scripts/setup.sh node python` only those parts
 # (target manifests call it that way as their build step).
 PARTS=("$@")
-if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(redis toxiproxy node python go java nginx); fi
+if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(redis toxiproxy node python go java nginx hdrhistogram); fi
 
 # A dependency folder is current when the digest of the lockfile it was installed from is
 # the one stamped inside it.
@@ -130,6 +130,25 @@ setup_java() {
   done
 }
 
+# HdrHistogram's Java library (Maven Central), the independent reader the tests open the
+# results' interval logs with (harness/tests/hlog_interop.rs), into .tools/java/hdrhistogram.
+HDRHISTOGRAM_VERSION=2.2.2
+setup_hdrhistogram() {
+  local dir=.tools/java/hdrhistogram
+  local jar=$dir/HdrHistogram-$HDRHISTOGRAM_VERSION.jar
+  [ -f "$jar" ] && return 0
+  if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+    say "hdrhistogram: Maven or a JDK is missing; installing Debian's maven and default-jdk-headless"
+    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends maven default-jdk-headless >/dev/null
+  fi
+  say "fetching org.hdrhistogram:HdrHistogram:$HDRHISTOGRAM_VERSION into $dir"
+  mvn -q -B -Dmaven.repo.local=.tools/m2 dependency:copy \
+    -Dartifact=org.hdrhistogram:HdrHistogram:$HDRHISTOGRAM_VERSION -DoutputDirectory="$dir"
+  [ -f "$jar" ] || { say "hdrhistogram: $jar was not fetched"; exit 1; }
+}
+
 # NGINX limit_req, the store-less baseline: Debian's nginx, installed if missing.
 setup_nginx() {
   if [ -x targets/nginx/build.sh ]; then targets/nginx/build.sh | sed 's/^/setup: /'; fi
@@ -144,6 +163,7 @@ for part in "${PARTS[@]}"; do
     go) setup_go ;;
     java) setup_java ;;
     nginx) setup_nginx ;;
-    *) say "unknown part '$part' (known: redis toxiproxy node python go java nginx)"; exit 64 ;;
+    hdrhistogram) setup_hdrhistogram ;;
+    *) say "unknown part '$part' (known: redis toxiproxy node python go java nginx hdrhistogram)"; exit 64 ;;
   esac
 done
