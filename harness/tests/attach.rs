@@ -27,6 +27,7 @@ fn options(scenario: &str, d: &ByHand, out: &std::path::Path) -> RunOptions {
         build: true,
         topology: failmode::run::Topology::Attached(d.deployment.clone()),
         worker: None,
+        live_metrics: None,
     }
 }
 

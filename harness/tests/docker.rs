@@ -83,6 +83,7 @@ async fn a_run_in_containers_admits_to_the_limit_and_shows_the_cut_and_the_slow_
             build: true,
             topology: failmode::run::Topology::Docker,
             worker: None,
+            live_metrics: None,
         },
         CancellationToken::new(),
         &Say::default(),

@@ -38,6 +38,7 @@ async fn run_scaled(name: &str, targets: &[&str]) -> (RunResult, Vec<SeriesRow>)
             build: true,
             topology: failmode::run::Topology::Local,
             worker: None,
+            live_metrics: None,
         },
         CancellationToken::new(),
         &Say::default(),

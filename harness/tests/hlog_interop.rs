@@ -4,6 +4,8 @@
 //! rank ⌈q × n⌉ for both (docs/results.md), which a reader rounding to the nearest rank does
 //! not share on small cells.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -251,6 +251,7 @@ async fn run_with(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDi
             build: false,
             topology: failmode::run::Topology::Local,
             worker: None,
+            live_metrics: None,
         },
         CancellationToken::new(),
         &Say::default(),

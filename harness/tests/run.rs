@@ -39,6 +39,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
             build: true,
             topology: failmode::run::Topology::Local,
             worker: None,
+            live_metrics: None,
         },
         CancellationToken::new(),
         &Say::default(),
@@ -353,6 +354,7 @@ fn stub_options(ws: &Path) -> RunOptions {
         build: false,
         topology: failmode::run::Topology::Local,
         worker: None,
+        live_metrics: None,
     }
 }
 
@@ -463,6 +465,7 @@ async fn targets_run_in_batches_join_into_one_results_folder_that_reads_as_one_r
             build: true,
             topology: failmode::run::Topology::Local,
             worker: None,
+            live_metrics: None,
         },
         2,
         CancellationToken::new(),

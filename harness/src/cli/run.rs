@@ -2,9 +2,10 @@
 //! tables printed and, with `--gate`, its gates checked. Also the scenario flags `faults play`
 //! shares and the terminal tables `merge` prints.
 
+use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +17,7 @@ use crate::load::{Role, Share};
 use crate::project::Project;
 use crate::report;
 use crate::results::{RunResult, Worker};
+use crate::run::live_metrics::LiveMetricsOptions;
 use crate::run::progress::Say;
 use crate::run::repeat::run_repeated;
 use crate::run::{RunError, RunOptions, Topology, parse_start_at};
@@ -111,6 +113,37 @@ pub struct RunArgs {
     infra: Infra,
     #[command(flatten)]
     workers: WorkerArgs,
+    /// Serve the run's metrics as Prometheus text at http://ADDR/metrics while it goes (until
+    /// its results are written): a port, on 127.0.0.1, or HOST:PORT.
+    #[arg(long, value_name = "[HOST:]PORT", value_parser = parse_listen)]
+    metrics_listen: Option<SocketAddr>,
+    /// With --metrics-listen: keep serving this long after the results are written, for a
+    /// scraper's last look at the final counts (e.g. "15s").
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+    metrics_linger: Option<Duration>,
+}
+
+/// `--metrics-listen`: a bare port listens on loopback; an address is taken as written.
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse().map_err(|_| {
+        format!("{text:?} is neither a port nor HOST:PORT (e.g. 9464 or 127.0.0.1:9464)")
+    })
+}
+
+impl RunArgs {
+    fn live_metrics(&self) -> anyhow::Result<Option<LiveMetricsOptions>> {
+        match (self.metrics_listen, self.metrics_linger) {
+            (None, Some(_)) => anyhow::bail!("--metrics-linger only applies with --metrics-listen"),
+            (None, None) => Ok(None),
+            (Some(listen), linger) => Ok(Some(LiveMetricsOptions {
+                listen,
+                linger: linger.unwrap_or_default(),
+            })),
+        }
+    }
 }
 
 pub(super) async fn run(args: RunArgs, project: &Project) -> anyhow::Result<u8> {
@@ -128,10 +161,12 @@ pub(super) async fn run(args: RunArgs, project: &Project) -> anyhow::Result<u8> 
             "--batch and --repeat cannot be combined yet: run the batches once per repeat"
         );
     }
+    let live_metrics = args.live_metrics()?;
     let (options, interrupt) = run_options(project, scenario, args.run, topology, worker);
     let options = RunOptions {
         targets: args.targets,
         build: !args.no_build,
+        live_metrics,
         ..options
     };
     let repeated = match run_repeated(options, repeat, args.batch, interrupt, &Say::new()).await {
@@ -179,6 +214,7 @@ pub(super) fn run_options(
         build: false,
         topology,
         worker,
+        live_metrics: None,
     };
     (options, interrupt)
 }

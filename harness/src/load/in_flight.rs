@@ -80,6 +80,7 @@ impl InFlight {
     /// so that an abandoned request knows how many it sent.
     pub(super) fn sending(&mut self) -> &mut Sent {
         self.sent_at = Some(Instant::now());
+        self.recorder.sending(self.target);
         &mut self.sent
     }
 

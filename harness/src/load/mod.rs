@@ -358,6 +358,10 @@ pub trait Recorder: Send + Sync + 'static {
     /// that fell behind must not spend its time recording one by one.
     fn record_repeated(&self, sample: &Sample, n: u64);
 
+    /// A request of `target` leaves: its first attempt. Counted for the live in-flight
+    /// figure; the request is recorded once, when it settles.
+    fn sending(&self, _target: usize) {}
+
     /// Sender `sender` of `senders` has dispatched (handed to its request's task, dropped or
     /// refused) every arrival due before `until` (since the run's start; `Duration::MAX` once
     /// it sends nothing more: its schedule is done, or the run was cancelled).

@@ -215,6 +215,19 @@ pub struct LiveCounts {
     pub transport: AtomicU64,
     /// Not sent, every cause together.
     pub dropped: AtomicU64,
+    /// First attempts that left ([`Recorder::sending`]).
+    pub sent: AtomicU64,
+    /// Requests sent and recorded (answered, failed or abandoned): `sent − answered` are in
+    /// flight.
+    pub answered: AtomicU64,
+}
+
+impl LiveCounts {
+    /// Requests sent and not yet recorded.
+    pub fn in_flight(&self) -> u64 {
+        let answered = self.answered.load(Ordering::Relaxed);
+        self.sent.load(Ordering::Relaxed).saturating_sub(answered)
+    }
 }
 
 /// One second of one target × tenant: counts, and latency percentiles from the schedule.
@@ -437,6 +450,16 @@ impl Collector {
         &self.live[target]
     }
 
+    /// Copies of the phase cells (`[target][tenant][phase]`) and of each target's send lag so
+    /// far: what a live scrape reports, copied under the lock and read outside it.
+    pub fn cells_so_far(&self) -> (Vec<Vec<Vec<Cell>>>, Vec<Histogram<u64>>) {
+        let state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        (
+            state.measured.cells.clone(),
+            state.measured.send_lag.clone(),
+        )
+    }
+
     /// A copy of what has been measured so far, open seconds included.
     pub fn snapshot(&self) -> Measured {
         let state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -466,8 +489,15 @@ impl Recorder for Collector {
         }
     }
 
+    fn sending(&self, target: usize) {
+        self.live[target].sent.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn record_repeated(&self, s: &Sample, n: u64) {
         let live = &self.live[s.target];
+        if s.attempts > 0 {
+            live.answered.fetch_add(n, Ordering::Relaxed);
+        }
         // Done means sent and settled: a drop is shown apart, so that a generator dropping
         // millions neither shows them as a rate nor dilutes the 429 and 5xx shares.
         if !matches!(s.outcome, Outcome::Dropped(_)) {

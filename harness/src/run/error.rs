@@ -44,6 +44,8 @@ pub enum RunError {
     Join(#[from] results::batches::JoinError),
     #[error(transparent)]
     Deployment(#[from] crate::deployment::DeploymentError),
+    #[error(transparent)]
+    MetricsListen(#[from] super::live_metrics::ListenError),
     #[error(
         "phase {phase:?}'s fault `{fault}` cannot be played on an attached deployment: only \
          faults through its Toxiproxy (down, hang, flap, toxics) and client-pause are; \

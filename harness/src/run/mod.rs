@@ -9,6 +9,7 @@ mod batches;
 mod children;
 mod error;
 mod journaling;
+pub mod live_metrics;
 mod plan;
 mod preflight;
 pub mod progress;
@@ -60,6 +61,8 @@ pub struct RunOptions {
     /// One of several processes sending the load together (attached only): its share, the
     /// shared start, whether it plays the faults.
     pub worker: Option<Worker>,
+    /// Serve the run's metrics as Prometheus text while it goes (`--metrics-listen`).
+    pub live_metrics: Option<live_metrics::LiveMetricsOptions>,
 }
 
 impl RunOptions {
@@ -89,6 +92,19 @@ pub async fn run(
     plan::warn_beyond_capacity(&opts, defs.len(), say).await;
     preflight::refuse(&opts, say)?;
 
+    let timeline = timeline::for_this_process(&opts.scenario, opts.worker);
+    // Bound first: a port in use fails the run before anything starts.
+    let live = match opts.live_metrics {
+        Some(o) => {
+            let view = Arc::new(live_metrics::LiveRun::new(&timeline));
+            let endpoint = live_metrics::Endpoint::bind(o, view.clone()).await?;
+            say.line(&format!("metrics: http://{}/metrics", endpoint.addr));
+            Some((view, endpoint))
+        }
+        None => None,
+    };
+    let view = live.as_ref().map(|(view, _)| view.clone());
+
     let started_at = SystemTime::now();
     let folder = record::create_folder(&opts, started_at)?;
     if opts.build && opts.topology.attached().is_none() {
@@ -104,6 +120,9 @@ pub async fn run(
         scenario.measurement_shape(plan.targets.len()),
     ));
     let names: Vec<String> = plan.targets.iter().map(|t| t.name.clone()).collect();
+    if let Some(view) = &view {
+        view.measuring(names.clone(), collector.clone());
+    }
     let events = Mutex::new(vec![Vec::new(); names.len()]);
     let http = reqwest::Client::builder()
         .no_proxy()
@@ -130,8 +149,10 @@ pub async fn run(
             return Err(e);
         }
     };
+    if let Some(view) = &view {
+        view.started(start);
+    }
 
-    let timeline = timeline::for_this_process(scenario, opts.worker);
     let done = CancellationToken::new();
     // The timeline stops on an interrupt, and also when the load generator fails.
     let stop_timeline = interrupt.child_token();
@@ -141,6 +162,9 @@ pub async fn run(
             let summary = load::try_run(plan, start, recorder, interrupt.clone()).await;
             if summary.is_err() {
                 stop_timeline.cancel();
+            }
+            if let Some(view) = &view {
+                view.load_done();
             }
             done.cancel();
             summary
@@ -176,6 +200,9 @@ pub async fn run(
     // The folder holds everything the journal did: gone before anything else can fail.
     journal.remove(say);
     record::publish(&folder, &opts, say)?;
+    if let Some((_, endpoint)) = live {
+        endpoint.close(&interrupt).await;
+    }
     if let Some(e) = ran.load_error {
         return Err(RunError::Load(e));
     }

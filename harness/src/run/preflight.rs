@@ -236,6 +236,7 @@ faults = [{faults}]
             build: false,
             topology: Topology::Docker,
             worker: None,
+            live_metrics: None,
         };
         let error = super::super::run(opts, CancellationToken::new(), &Say::default())
             .await
