@@ -16,7 +16,7 @@ use std::time::Duration;
 use failmode::compare::stats::{Bootstrap, ratio_of_percentiles};
 use failmode::compare::{
     Certainty, CompareError, CompareOptions, Comparison, Evidence, Metric, Row, RunSet, Side,
-    Verdict, compare, load_set, render_markdown, render_table, save_baseline,
+    Verdict, compare, load_set, render_html, render_markdown, render_table, save_baseline,
 };
 use failmode::load::{Outcome, Recorder, Role, Sample, Share, TransportError};
 use failmode::metrics::Collector;
@@ -905,4 +905,65 @@ fn the_cost_of_a_realistic_comparison() {
         started.elapsed(),
         c.rows.len()
     );
+}
+
+/// The data lines of an SVG plot in `colour`: (mean y in px, number of points), the legend's
+/// two-point strokes left out. SVG y grows downwards: a higher line has a smaller mean.
+fn lines_of(svg: &str, colour: &str) -> Vec<(f64, usize)> {
+    let doc = roxmltree::Document::parse(svg).unwrap();
+    doc.descendants()
+        .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke") == Some(colour))
+        .map(|n| {
+            let ys: Vec<f64> = n
+                .attribute("points")
+                .unwrap()
+                .split_whitespace()
+                .map(|p| p.split_once(',').unwrap().1.parse().unwrap())
+                .collect();
+            (ys.iter().sum::<f64>() / ys.len() as f64, ys.len())
+        })
+        .filter(|(_, n)| *n > 2)
+        .collect()
+}
+
+#[test]
+fn the_html_page_plots_both_sides_p99_per_second_for_every_target_and_phase() {
+    let baseline = set(&[("reference", STEADY), ("fail-open", STEADY)], 1, 8);
+    let candidate = set(&[("reference", slower(3.0)), ("fail-open", STEADY)], 1, 9);
+    let opts = CompareOptions {
+        resamples: 200,
+        ..CompareOptions::default()
+    };
+    let c = compare(&baseline, &candidate, &opts).unwrap();
+    let page = render_html(&c, &baseline, &candidate).unwrap();
+
+    let svgs: Vec<&str> = page
+        .split("<svg")
+        .skip(1)
+        .map(|rest| &rest[..rest.find("</svg>").unwrap()])
+        .collect();
+    assert_eq!(svgs.len(), 2 * 3, "one plot per target × phase");
+    for target in ["reference", "fail-open"] {
+        for phase in ["steady", "fault", "recovery"] {
+            let title = format!("{target} / {phase}: p99 per second");
+            assert_eq!(page.matches(&title).count(), 1, "{title}");
+        }
+    }
+    // Both sides on each plot: the baseline in blue, the candidate in vermillion.
+    let fault = svgs
+        .iter()
+        .map(|s| format!("<svg{s}</svg>"))
+        .find(|s| s.contains("reference / fault"))
+        .unwrap();
+    let (base, cand) = (lines_of(&fault, "#0072B2"), lines_of(&fault, "#D55E00"));
+    assert!(!base.is_empty() && !cand.is_empty(), "{fault}");
+    // Three times slower in the fault: the candidate's line runs above the baseline's.
+    assert!(
+        cand[0].0 < base[0].0,
+        "candidate {cand:?}, baseline {base:?}"
+    );
+    assert!(page.contains("baseline p99 (1 run)") && page.contains("candidate p99 (1 run)"));
+    for tag in ["<script", "<link", "<img", "@import"] {
+        assert!(!page.contains(tag), "the page loads something: {tag}");
+    }
 }

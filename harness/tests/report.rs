@@ -47,6 +47,16 @@ fn fault_rects(svg: &str) -> Vec<f64> {
         .collect()
 }
 
+/// The overview's plot files, in the page's order: each fault's map, then the timeline.
+fn overview_files(folder: &Path, fault_phases: &[&str]) -> Vec<String> {
+    fault_phases
+        .iter()
+        .map(|p| format!("tradeoff-{p}.svg"))
+        .chain(["heaviest-tenant-admitted.svg".to_owned()])
+        .map(|name| std::fs::read_to_string(folder.join("plots/overview").join(&name)).unwrap())
+        .collect()
+}
+
 fn plot_files(folder: &Path) -> Vec<String> {
     TARGETS
         .iter()
@@ -118,8 +128,10 @@ fn every_plot_is_well_formed_svg_inline_and_on_disk() {
     let html = std::fs::read_to_string(write_report(dir.path()).unwrap()).unwrap();
 
     let inline = inline_svgs(&html);
-    assert_eq!(inline.len(), TARGETS.len() * 3);
-    let files = plot_files(dir.path());
+    // The overview's map of the one fault and its timeline, then three plots per target.
+    assert_eq!(inline.len(), 2 + TARGETS.len() * 3);
+    let mut files = overview_files(dir.path(), &["outage"]);
+    files.extend(plot_files(dir.path()));
     for svg in inline
         .iter()
         .copied()
@@ -166,15 +178,52 @@ fn only_phases_with_faults_are_shaded() {
         );
     }
 
+    let overview = overview_files(dir.path(), &["outage"]);
+    assert!(
+        fault_rects(&overview[0]).is_empty(),
+        "the map is of the fault alone"
+    );
+    assert_eq!(
+        fault_rects(&overview[1]).len(),
+        1,
+        "the timeline shades the fault"
+    );
+
     let calm = folder_with(&run(None));
     let html = std::fs::read_to_string(write_report(calm.path()).unwrap()).unwrap();
-    for svg in plot_files(calm.path()) {
+    assert!(html.contains("No phase of this run has faults: no trade-off map."));
+    for svg in plot_files(calm.path())
+        .into_iter()
+        .chain(overview_files(calm.path(), &[]))
+    {
         assert!(
             fault_rects(&svg).is_empty(),
             "a run without faults is shaded"
         );
     }
     assert!(!html.contains("class=\"fault\""));
+}
+
+#[test]
+fn the_report_opens_with_every_target_on_one_map_and_one_timeline() {
+    let dir = folder_with(&run(Some("outage")));
+    let html = std::fs::read_to_string(write_report(dir.path()).unwrap()).unwrap();
+    let at = |text: &str| {
+        html.find(text)
+            .unwrap_or_else(|| panic!("no {text:?} in the report"))
+    };
+    assert!(at("id=\"overview\"") < at("<h2>The run</h2>"));
+    assert!(at("id=\"overview\"") < at("Summary per target and phase"));
+    let overview = overview_files(dir.path(), &["outage"]);
+    for target in TARGETS {
+        assert!(
+            overview[0].contains(&format!("{target} · p99")),
+            "{target} not on the map"
+        );
+        assert!(overview[1].contains(target), "{target} not on the timeline");
+    }
+    // The fixture's heaviest tenant by offered requests (120/s against 20/s).
+    assert!(overview[1].contains("acme: admitted requests per second, every target"));
 }
 
 #[test]

@@ -1,11 +1,12 @@
 //! `failmode compare BASELINE [CANDIDATE]`: the thresholds as flags, the comparison printed,
-//! written as Markdown when asked, and its verdict as the exit code.
+//! written as Markdown or as a page with plots when asked, and its verdict as the exit code.
 
 use std::path::PathBuf;
 
 use super::gate::append_step_summary;
 use crate::compare::{
-    CompareOptions, TargetPick, compare_targets, load_set, render_markdown, render_table,
+    CompareOptions, TargetPick, compare_targets, load_set, render_html, render_markdown,
+    render_table,
 };
 use crate::results::atomic;
 
@@ -42,6 +43,10 @@ pub struct CompareArgs {
     /// Also write the comparison as Markdown here (and to $GITHUB_STEP_SUMMARY when set).
     #[arg(long)]
     markdown: Option<PathBuf>,
+    /// Also write the comparison here as a self-contained HTML page: per target and phase, a
+    /// plot of both sides' p99 per second, with that phase's rows under it.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 pub(super) fn compare(args: CompareArgs) -> anyhow::Result<u8> {
@@ -71,6 +76,11 @@ pub(super) fn compare(args: CompareArgs) -> anyhow::Result<u8> {
     let markdown = render_markdown(&comparison);
     if let Some(path) = &args.markdown {
         atomic::write(path, &markdown)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &args.html {
+        let page = render_html(&comparison, &baseline, &candidate)?;
+        atomic::write(path, &page)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
     append_step_summary(&markdown)?;

@@ -73,6 +73,8 @@ pub enum CompareError {
          --baseline-target OLD --candidate-target NEW (it has: {known})"
     )]
     NoTargetsPicked { results: String, known: String },
+    #[error("cannot draw the plots of the compare page: {0}")]
+    Plot(String),
     #[error("invalid compare option: {0}")]
     Options(String),
 }

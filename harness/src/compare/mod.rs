@@ -83,6 +83,7 @@
 
 mod error;
 mod options;
+mod page;
 mod render;
 mod rows;
 mod select;
@@ -96,6 +97,7 @@ use crate::limits::TargetLimit;
 use crate::results::RunResult;
 pub use error::CompareError;
 pub use options::CompareOptions;
+pub use page::render_html;
 pub use render::{render_markdown, render_table};
 pub use rows::{Evidence, LatencyCi, Rule, RunRecovery};
 pub use select::{TargetPair, TargetPick, compare_targets};

@@ -8,16 +8,16 @@ use super::{
 };
 
 #[derive(Tabled)]
-struct Cells {
-    target: String,
-    phase: String,
-    metric: &'static str,
-    baseline: String,
-    candidate: String,
-    change: String,
-    verdict: String,
+pub(super) struct Cells {
+    pub(super) target: String,
+    pub(super) phase: String,
+    pub(super) metric: &'static str,
+    pub(super) baseline: String,
+    pub(super) candidate: String,
+    pub(super) change: String,
+    pub(super) verdict: String,
     #[tabled(rename = "how sure")]
-    how_sure: String,
+    pub(super) how_sure: String,
 }
 
 fn value_text(metric: Metric, v: Option<f64>) -> String {
@@ -190,7 +190,7 @@ fn how_sure_text(row: &Row, opts: &CompareOptions) -> String {
     }
 }
 
-fn cells(c: &Comparison, markdown: bool) -> Vec<Cells> {
+pub(super) fn cells(c: &Comparison, markdown: bool) -> Vec<Cells> {
     c.rows
         .iter()
         .map(|r| {
@@ -219,7 +219,7 @@ fn cells(c: &Comparison, markdown: bool) -> Vec<Cells> {
 }
 
 /// "worse: 2 of 60 judged rows worse, 1 better, 57 same (3 inconclusive), …".
-fn summary(c: &Comparison) -> String {
+pub(super) fn summary(c: &Comparison) -> String {
     let judged: Vec<&Row> = c.rows.iter().filter(|r| r.judged).collect();
     let count = |f: &dyn Fn(&Row) -> bool| judged.iter().filter(|r| f(r)).count();
     let measured = |r: &Row| {
@@ -261,7 +261,7 @@ fn summary(c: &Comparison) -> String {
 }
 
 /// The notes, the untrusted runs first: one line each.
-fn note_lines(c: &Comparison) -> Vec<String> {
+pub(super) fn note_lines(c: &Comparison) -> Vec<String> {
     let untrusted = c.untrusted.iter().map(|why| format!("untrusted: {why}"));
     untrusted
         .chain(one_sided_lines(c))
@@ -287,7 +287,7 @@ fn one_sided_lines(c: &Comparison) -> Vec<String> {
         .collect()
 }
 
-fn rule_text(o: &CompareOptions) -> String {
+pub(super) fn rule_text(o: &CompareOptions) -> String {
     format!(
         "latency: the phase's own p50 / p99 / p99.9 (all requests, all tenants; its seconds' \
          histograms added); worse or better only when the whole {:.0} % bootstrap CI ({} \
@@ -312,7 +312,7 @@ fn rule_text(o: &CompareOptions) -> String {
 }
 
 /// What is compared with what: the two sources, and the two targets when they were picked.
-fn heading(c: &Comparison) -> String {
+pub(super) fn heading(c: &Comparison) -> String {
     let runs = |n: usize| {
         if n == 1 {
             "1 run".into()

@@ -2,11 +2,13 @@
 //!
 //! The page works offline and attached to a CI job: no scripts, no external stylesheets or
 //! fonts, the plots inlined as SVG. It is written from `run.json` and `series.csv` alone, so
-//! any results folder, old or copied from elsewhere, can be reported again.
+//! any results folder, old or copied from elsewhere, can be reported again. It opens with the
+//! overview of every target (`overview.rs`); `compare --html` writes a page of the same look.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::overview::{self, Overview};
 use super::plots::{self, FAULT_FILL_RGB, PlotError, Scales};
 use super::{ms, rate, worst};
 use crate::results::atomic;
@@ -35,20 +37,24 @@ struct TargetPlots {
     errors: String,
 }
 
-/// Writes `report.html` and `plots/<target>-{latency,admitted,errors}.svg` into the results
-/// folder `folder` from its `run.json` and `series.csv`; returns the path of `report.html`.
-/// In file names, characters of a target's name other than ASCII letters, digits, `.`, `-` and
-/// `_` become `_`.
+/// Writes `report.html`, `plots/<target>-{latency,admitted,errors}.svg` and the overview's
+/// `plots/overview/{tradeoff-<phase>,heaviest-tenant-admitted}.svg` into the results folder
+/// `folder` from its `run.json` and `series.csv`; returns the path of `report.html`. In file
+/// names, characters of a target's name other than ASCII letters, digits, `.`, `-` and `_`
+/// become `_`.
 pub fn write_report(folder: &Path) -> Result<PathBuf, ReportError> {
     let run = RunResult::read(folder)?;
     let rows = read_series(folder)?;
     let scales = Scales::of(&run, &rows);
 
     let plots_dir = folder.join("plots");
-    std::fs::create_dir_all(&plots_dir).map_err(|source| ReportError::Write {
-        path: plots_dir.clone(),
+    let overview_dir = plots_dir.join("overview");
+    std::fs::create_dir_all(&overview_dir).map_err(|source| ReportError::Write {
+        path: overview_dir.clone(),
         source,
     })?;
+    let overview = overview::draw(&run, &rows, &scales);
+    save_overview(&overview, &overview_dir)?;
     let mut all_plots = Vec::with_capacity(run.targets.len());
     for target in &run.targets {
         let target_rows: Vec<&SeriesRow> =
@@ -75,10 +81,28 @@ pub fn write_report(folder: &Path) -> Result<PathBuf, ReportError> {
 
     let mut html = String::new();
     // Writing into a String cannot fail.
-    let _ = page(&mut html, &run, &all_plots);
+    let _ = page(&mut html, &run, &overview, &all_plots);
     let path = folder.join("report.html");
     write_file(&path, &html)?;
     Ok(path)
+}
+
+/// Saves the overview's plots, or names the first that failed to draw.
+fn save_overview(overview: &Overview<'_>, dir: &Path) -> Result<(), ReportError> {
+    let drawn = overview
+        .maps
+        .iter()
+        .map(|(_, d)| d)
+        .chain(overview.timeline.iter().map(|(_, d)| d));
+    for d in drawn {
+        let path = dir.join(&d.file);
+        let svg = d.svg.as_ref().map_err(|e| ReportError::Plot {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        write_file(&path, svg)?;
+    }
+    Ok(())
 }
 
 fn write_file(path: &Path, contents: &str) -> Result<(), ReportError> {
@@ -89,7 +113,7 @@ fn write_file(path: &Path, contents: &str) -> Result<(), ReportError> {
 }
 
 /// A target's name as a file name and an HTML id: nothing a shell or a URL would mangle.
-fn file_stem(name: &str) -> String {
+pub(super) fn file_stem(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
@@ -101,7 +125,7 @@ fn file_stem(name: &str) -> String {
         .collect()
 }
 
-fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -128,31 +152,57 @@ p{{margin:4px 0}}
 .meta{{display:grid;grid-template-columns:max-content 1fr;gap:1px 14px;font-size:14px;margin:10px 0}}
 .meta dt{{color:#555}} .meta dd{{margin:0}}
 .partial{{background:#fff3cd;border:1px solid #e0c36b;padding:8px 12px;border-radius:4px}}
-.wrap{{overflow-x:auto}}
 table{{border-collapse:collapse;font-size:12.5px;margin:6px 0 14px}}
 th,td{{padding:3px 5px;border-bottom:1px solid #e4e4e4;text-align:right;white-space:nowrap}}
 th{{background:#f4f4f4;font-weight:600;vertical-align:bottom;white-space:normal}}
+table.fit{{width:100%;font-size:12px}}
+td.w{{white-space:normal}}
+tr.worse td{{background:#fbe3e3}} tr.better td{{background:#e3f4ea}}
 .l{{text-align:left}}
 tr.fault td.f{{background:#{r:02X}{g:02X}{b:02X}}}
 td.t{{vertical-align:top;font-weight:600;background:#fff}}
 nav a{{margin-right:12px}}
 figure{{margin:10px 0 18px}}
 figure svg{{max-width:100%;height:auto;display:block}}
+figcaption{{font-size:13px;color:#444;margin-top:2px}}
 .muted{{color:#666;font-size:13px}}
 "
     )
 }
 
-fn page(out: &mut String, run: &RunResult, plots: &[TargetPlots]) -> std::fmt::Result {
+/// The page's head, up to and including `<body>`: the one look of every page failmode writes.
+pub(crate) fn head(out: &mut String, title: &str) -> std::fmt::Result {
     writeln!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-<title>failmode: {} ({})</title>\n<style>\n{}</style>\n</head>\n<body>",
-        esc(&run.scenario),
-        esc(&run.started_at),
+<title>{}</title>\n<style>\n{}</style>\n</head>\n<body>",
+        esc(title),
         css()
+    )
+}
+
+/// The last line of every page: what wrote it and from what.
+pub(crate) fn foot(out: &mut String, from: &str) -> std::fmt::Result {
+    writeln!(
+        out,
+        "<p class=\"muted\">Written by failmode {} from {from}.</p>\n</body>\n</html>",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+fn page(
+    out: &mut String,
+    run: &RunResult,
+    overview: &Overview<'_>,
+    plots: &[TargetPlots],
+) -> std::fmt::Result {
+    head(
+        out,
+        &format!("failmode: {} ({})", run.scenario, run.started_at),
     )?;
+    title(out, run)?;
+    overview::section(out, run, overview)?;
     header(out, run)?;
     phases_table(out, run)?;
     summary_table(out, run)?;
@@ -160,14 +210,11 @@ fn page(out: &mut String, run: &RunResult, plots: &[TargetPlots]) -> std::fmt::R
     for (target, plots) in run.targets.iter().zip(plots) {
         target_section(out, target, plots)?;
     }
-    writeln!(
-        out,
-        "<p class=\"muted\">Written by failmode {} from run.json and series.csv.</p>\n</body>\n</html>",
-        env!("CARGO_PKG_VERSION")
-    )
+    foot(out, "run.json and series.csv")
 }
 
-fn header(out: &mut String, run: &RunResult) -> std::fmt::Result {
+/// The scenario, what it does, and whether the run was cut short: what the overview is of.
+fn title(out: &mut String, run: &RunResult) -> std::fmt::Result {
     writeln!(out, "<h1>failmode: {}</h1>", esc(&run.scenario))?;
     writeln!(out, "<p>{}</p>", esc(&run.description))?;
     if run.partial {
@@ -177,7 +224,12 @@ fn header(out: &mut String, run: &RunResult) -> std::fmt::Result {
 cover what ran.</p>"
         )?;
     }
-    writeln!(out, "<dl class=\"meta\">")?;
+    Ok(())
+}
+
+/// How the run was made: seed, revision, duration, limit, requests, notes.
+fn header(out: &mut String, run: &RunResult) -> std::fmt::Result {
+    writeln!(out, "<h2>The run</h2>\n<dl class=\"meta\">")?;
     let mut item = |name: &str, value: String| writeln!(out, "<dt>{name}</dt><dd>{value}</dd>");
     item("seed", run.seed.to_string())?;
     item(
@@ -287,12 +339,12 @@ fn summary_table(out: &mut String, run: &RunResult) -> std::fmt::Result {
         out,
         "<h3>Summary per target and phase</h3>\n<p class=\"muted\">Latency from the scheduled \
 send, all tenants. Worst tenant: the highest over-admission (admitted above the limit) and \
-wrongful denial (entitled traffic refused). Client amplification: attempts sent per request \
-offered (retries add, the clients' own throttling removes). Store amplification: Redis \
-commands per attempt sent.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\">target</th><th class=\"l\">phase\
-</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>admitted/s</th><th>429</th>\
-<th>5xx</th><th>transport errors</th><th>over-admission (worst)</th><th>wrongful denial \
-(worst)</th><th>client amplification</th><th>Redis cmds / offered</th></tr>"
+wrongful denial (entitled traffic refused). Attempts / offered: the client amplification \
+(retries add, the clients' own throttling removes). Redis cmds / offered: the store \
+amplification.</p>\n<table class=\"fit\">\n<tr><th class=\"l\">target</th>\
+<th class=\"l\">phase</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>admitted/s</th><th>429</th>\
+<th>5xx</th><th>transport errors</th><th>over-admission (worst)</th>\
+<th>wrongful denial (worst)</th><th>attempts / offered</th><th>Redis cmds / offered</th></tr>"
     )?;
     for t in &run.targets {
         for (i, p) in t.phases.iter().enumerate() {
@@ -303,7 +355,7 @@ commands per attempt sent.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\"
                 out,
                 "<td class=\"l f\">{}</td><td class=\"f\">{}</td><td class=\"f\">{}</td>\
 <td class=\"f\">{}</td><td class=\"f\">{:.1}</td><td class=\"f\">{}</td><td class=\"f\">{}</td>\
-<td class=\"f\">{}</td><td class=\"f\">{}</td><td class=\"f\">{}</td><td class=\"f\">{}</td>\
+<td class=\"f\">{}</td><td class=\"f w\">{}</td><td class=\"f w\">{}</td><td class=\"f\">{}</td>\
 <td class=\"f\">{}</td></tr>",
                 esc(&p.name),
                 ms(a.latency_us, |p| p.p50),
@@ -320,7 +372,7 @@ commands per attempt sent.</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\"
             )?;
         }
     }
-    writeln!(out, "</table></div>")
+    writeln!(out, "</table>")
 }
 
 /// Admitted requests per second per tenant and phase: the question the run answers, as a
@@ -333,8 +385,8 @@ fn admitted_table(out: &mut String, run: &RunResult) -> std::fmt::Result {
     write!(
         out,
         "<h3>Admitted requests per second, per tenant</h3>\n<p class=\"muted\">Limit: {} per \
-caller key (a population's rest: per key of it).</p>\n<div class=\"wrap\"><table>\n<tr><th class=\"l\">target</th><th class=\"l\">phase\
-</th>",
+caller key (a population's rest: per key of it).</p>\n<table class=\"fit\">\n<tr>\
+<th class=\"l\">target</th><th class=\"l\">phase</th>",
         limit_rate(run)
     )?;
     for tenant in &tenants {
@@ -354,7 +406,7 @@ caller key (a population's rest: per key of it).</p>\n<div class=\"wrap\"><table
             writeln!(out, "</tr>")?;
         }
     }
-    writeln!(out, "</table></div>")
+    writeln!(out, "</table>")
 }
 
 /// The limit per second each target was judged against: one figure when they share it.
@@ -446,6 +498,30 @@ fn target_section(out: &mut String, t: &TargetResult, plots: &TargetPlots) -> st
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::fixture;
+
+    #[test]
+    fn the_summary_table_fits_the_page_column_without_a_horizontal_scroller() {
+        let css = css();
+        assert!(
+            !css.contains("overflow-x"),
+            "a scroller hides the last columns"
+        );
+        assert!(css.contains("table.fit{width:100%"), "{css}");
+        assert!(css.contains("td.w{white-space:normal}"), "{css}");
+        let phase = fixture::phase(
+            "steady",
+            (0.0, 10.0),
+            &[],
+            vec![fixture::tenant("initech", 100, 50, 10.0, Some(1_000))],
+        );
+        let run = fixture::run("fits", vec![fixture::target("a", vec![phase])]);
+        let mut out = String::new();
+        summary_table(&mut out, &run).unwrap();
+        assert!(out.contains("<table class=\"fit\">"), "{out}");
+        // The worst-tenant cells ("100.0 % initech (n/m: …)") are the ones that may wrap.
+        assert_eq!(out.matches("class=\"f w\"").count(), 2, "{out}");
+    }
 
     #[test]
     fn file_stems_keep_safe_characters_only() {

@@ -1,9 +1,11 @@
 //! What a person reads: the terminal tables at the end of a run.
 
 pub mod html;
+mod overview;
 mod plots;
 
 pub use plots::FAULT_FILL_RGB;
+pub(crate) use plots::{SidesPlot, p99_sides};
 
 use tabled::settings::Style;
 use tabled::{Table, Tabled};

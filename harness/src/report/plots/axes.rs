@@ -1,5 +1,6 @@
-//! The axes of the plots: the y axes (linear, or log with 1-2-5 ticks), the ticked ranges
-//! plotters draws them on, and the scales every target's plots of one report share.
+//! The axes of the plots: the time axis, the y axes (linear, or log with 1-2-5 ticks), the
+//! ticked ranges plotters draws them on, and the scales every target's plots of one report
+//! share.
 
 use std::ops::Range;
 
@@ -27,7 +28,7 @@ const LOG_FLOOR: f64 = 0.001;
 impl YAxis {
     /// 0 to a round number above `max`, a little below zero so a line at 0 stays visible
     /// instead of merging with the axis.
-    fn linear(max: f64) -> Self {
+    pub(super) fn linear(max: f64) -> Self {
         let max = if max > 0.0 { max } else { 1.0 };
         let step = nice_step(max / 5.0);
         let top = (max / step).ceil() * step;
@@ -69,6 +70,23 @@ impl YAxis {
             lo: bottom.log10(),
             hi: top.log10(),
             ticks,
+        }
+    }
+
+    /// A latency axis in ms over `values_ms` (zeros and below are not latencies: ignored).
+    /// A slow store spreads latency over decades (0.5 ms served, 100 ms retried): on a
+    /// linear axis the fast ones would be a flat line at zero, so a spread beyond 20× is log.
+    pub(super) fn latency(values_ms: impl IntoIterator<Item = f64>) -> Self {
+        let (min, max) = values_ms
+            .into_iter()
+            .filter(|v| *v > 0.0)
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+                (lo.min(v), hi.max(v))
+            });
+        if max > 0.0 && max / min > 20.0 {
+            Self::log(min, max)
+        } else {
+            Self::linear(max)
         }
     }
 
@@ -141,11 +159,36 @@ impl Ranged for Ticked {
     }
 }
 
+/// A time axis in seconds from 0, ticked every round number of seconds (at most 12 ticks).
+#[derive(Debug, Clone)]
+pub(super) struct XAxis {
+    pub(super) end: f64,
+    pub(super) ticks: Vec<f64>,
+    /// What the seconds count from, as the axis says it.
+    pub(super) desc: &'static str,
+}
+
+impl XAxis {
+    pub(super) fn seconds(end: f64, desc: &'static str) -> Self {
+        let end = end.max(1.0);
+        let step = [
+            1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+        ]
+        .into_iter()
+        .find(|s| end / s <= 12.0)
+        .unwrap_or(3600.0);
+        let ticks = (0..)
+            .map(|i| f64::from(i) * step)
+            .take_while(|v| *v <= end)
+            .collect();
+        Self { end, ticks, desc }
+    }
+}
+
 /// The axes every target's plots share in one report.
 #[derive(Debug, Clone)]
 pub(in crate::report) struct Scales {
-    pub(super) x_end: f64,
-    pub(super) x_ticks: Vec<f64>,
+    pub(super) x: XAxis,
     pub(super) latency: YAxis,
     pub(super) admitted: YAxis,
     pub(super) errors: YAxis,
@@ -157,34 +200,13 @@ impl Scales {
             .iter()
             .map(|r| r.second as f64 + 1.0)
             .fold(0.0, f64::max);
-        let x_end = run.duration_s.max(last_second).max(1.0);
-        let step = [
-            1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
-        ]
-        .into_iter()
-        .find(|s| x_end / s <= 12.0)
-        .unwrap_or(3600.0);
-        let x_ticks = (0..)
-            .map(|i| f64::from(i) * step)
-            .take_while(|v| *v <= x_end)
-            .collect();
-
-        let latencies_ms: Vec<f64> = rows
-            .iter()
-            .filter(|r| r.tenant == "all" && r.counts.offered > 0)
-            .flat_map(|r| [r.p50_us, r.p99_us])
-            .filter(|us| *us > 0)
-            .map(|us| us as f64 / 1000.0)
-            .collect();
-        let min = latencies_ms.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = latencies_ms.iter().copied().fold(0.0, f64::max);
-        // A slow store spreads latency over decades (0.5 ms served, 100 ms retried): on a
-        // linear axis the fast targets would be a flat line at zero.
-        let latency = if max > 0.0 && max / min > 20.0 {
-            YAxis::log(min, max)
-        } else {
-            YAxis::linear(max)
-        };
+        let x = XAxis::seconds(run.duration_s.max(last_second), "time since start (s)");
+        let latency = YAxis::latency(
+            rows.iter()
+                .filter(|r| r.tenant == "all" && r.counts.offered > 0)
+                .flat_map(|r| [r.p50_us, r.p99_us])
+                .map(|us| us as f64 / 1000.0),
+        );
 
         // The highest limit line of any target, so every plot shares one scale.
         let limit_per_s = run
@@ -199,8 +221,7 @@ impl Scales {
             .fold(limit_per_s, f64::max);
 
         Self {
-            x_end,
-            x_ticks,
+            x,
             latency,
             admitted: YAxis::linear(admitted_max),
             errors: YAxis {

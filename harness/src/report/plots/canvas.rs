@@ -6,7 +6,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::axes::{Scales, Ticked, YAxis, tick_label};
+use super::axes::{Ticked, XAxis, YAxis, tick_label};
 use super::series::{Line, Plot};
 use super::style::{
     FAULT_TEXT, FONT, GRID, LEGEND_ROW, MUTED, PLOT_HEIGHT, TITLE_ROW, WIDTH, fault_fill, font,
@@ -15,7 +15,7 @@ use super::style::{
 use crate::results::PhaseResult;
 
 /// What drawing into an SVG string can fail with.
-pub(in crate::report) type PlotError = DrawingAreaErrorKind<std::io::Error>;
+pub(crate) type PlotError = DrawingAreaErrorKind<std::io::Error>;
 
 type Root<'b> = DrawingArea<SVGBackend<'b>, Shift>;
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticked, Ticked>>;
@@ -40,7 +40,7 @@ fn legend_layout(lines: &[Line]) -> (Vec<(u32, i32)>, u32) {
 pub(super) fn draw(
     mut plot: Plot<'_>,
     phases: &[PhaseResult],
-    scales: &Scales,
+    x: &XAxis,
 ) -> Result<String, PlotError> {
     let solid = plot.lines.iter().filter(|l| !l.dashed).count();
     for (i, line) in plot.lines.iter_mut().filter(|l| !l.dashed).enumerate() {
@@ -51,7 +51,7 @@ pub(super) fn draw(
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
-        draw_on(&root, &plot, phases, scales, &legend, height)?;
+        draw_on(&root, &plot, phases, x, &legend, height)?;
         root.present()?;
     }
     Ok(svg)
@@ -61,7 +61,7 @@ fn draw_on(
     root: &Root<'_>,
     plot: &Plot<'_>,
     phases: &[PhaseResult],
-    scales: &Scales,
+    x: &XAxis,
     legend: &[(u32, i32)],
     height: u32,
 ) -> Result<(), PlotError> {
@@ -72,16 +72,16 @@ fn draw_on(
         font(16.0).style(FontStyle::Bold).color(&BLACK),
     ))?;
     let legend_rows = legend.iter().map(|(row, _)| row + 1).max().unwrap_or(1);
-    let mut chart = chart(root, plot.y, scales, legend_rows)?;
+    let mut chart = chart(root, plot.y, x, legend_rows)?;
     // Shading first, so grid and lines are drawn over it.
-    shade_fault_windows(&mut chart, plot.y, phases, scales)?;
-    mesh(&mut chart, plot)?;
+    shade_fault_windows(&mut chart, plot.y, phases, x)?;
+    mesh(&mut chart, plot, x)?;
     phase_boundaries(&mut chart, plot.y, phases)?;
-    phase_names(root, &chart, plot.y, phases, scales)?;
+    phase_names(root, &chart, plot.y, phases, x)?;
     lines(&mut chart, plot)?;
     legend_entries(root, plot, legend, legend_rows, height)?;
     if plot.lines.iter().all(|l| l.segments.is_empty()) {
-        no_data_note(root, &chart, plot.y, scales)?;
+        no_data_note(root, &chart, plot.y, x)?;
     }
     Ok(())
 }
@@ -90,7 +90,7 @@ fn draw_on(
 fn chart<'a, 'b>(
     root: &'a Root<'b>,
     y: &YAxis,
-    scales: &Scales,
+    x: &XAxis,
     legend_rows: u32,
 ) -> Result<Chart<'a, 'b>, PlotError> {
     ChartBuilder::on(root)
@@ -102,8 +102,8 @@ fn chart<'a, 'b>(
         .y_label_area_size(72)
         .build_cartesian_2d(
             Ticked {
-                range: 0.0..scales.x_end,
-                ticks: scales.x_ticks.clone(),
+                range: 0.0..x.end,
+                ticks: x.ticks.clone(),
             },
             Ticked {
                 range: y.lo..y.hi,
@@ -116,12 +116,12 @@ fn shade_fault_windows(
     chart: &mut Chart<'_, '_>,
     y: &YAxis,
     phases: &[PhaseResult],
-    scales: &Scales,
+    x: &XAxis,
 ) -> Result<(), PlotError> {
     let shade = fault_fill().filled();
     for p in phases.iter().filter(|p| !p.faults.is_empty()) {
         chart.draw_series(std::iter::once(Rectangle::new(
-            [(p.start_s, y.lo), (p.end_s.min(scales.x_end), y.hi)],
+            [(p.start_s, y.lo), (p.end_s.min(x.end), y.hi)],
             shade,
         )))?;
     }
@@ -129,7 +129,7 @@ fn shade_fault_windows(
 }
 
 /// Grid, axes, tick labels and axis descriptions.
-fn mesh(chart: &mut Chart<'_, '_>, plot: &Plot<'_>) -> Result<(), PlotError> {
+fn mesh(chart: &mut Chart<'_, '_>, plot: &Plot<'_>, x: &XAxis) -> Result<(), PlotError> {
     let y = plot.y;
     let y_label = |v: &f64| tick_label(y.unmap(*v));
     let x_label = |v: &f64| tick_label(*v);
@@ -140,7 +140,7 @@ fn mesh(chart: &mut Chart<'_, '_>, plot: &Plot<'_>) -> Result<(), PlotError> {
         .axis_style(MUTED.stroke_width(1))
         .label_style(font(13.0).color(&BLACK))
         .axis_desc_style(font(14.0).color(&BLACK))
-        .x_desc("time since start (s)")
+        .x_desc(x.desc)
         .y_desc(plot.y_desc.as_str())
         .x_label_formatter(&x_label)
         .y_label_formatter(&y_label)
@@ -171,12 +171,12 @@ fn phase_names(
     chart: &Chart<'_, '_>,
     y: &YAxis,
     phases: &[PhaseResult],
-    scales: &Scales,
+    x: &XAxis,
 ) -> Result<(), PlotError> {
     let (_, plot_top) = chart.backend_coord(&(0.0, y.hi));
     for p in phases {
         let (x0, _) = chart.backend_coord(&(p.start_s, y.hi));
-        let (x1, _) = chart.backend_coord(&(p.end_s.min(scales.x_end), y.hi));
+        let (x1, _) = chart.backend_coord(&(p.end_s.min(x.end), y.hi));
         let room = f64::from((x1 - x0).max(0)) - 6.0;
         let faulty = !p.faults.is_empty();
         let long = format!("{}: {}", p.name, p.faults.join(", "));
@@ -261,10 +261,10 @@ fn no_data_note(
     root: &Root<'_>,
     chart: &Chart<'_, '_>,
     y: &YAxis,
-    scales: &Scales,
+    x: &XAxis,
 ) -> Result<(), PlotError> {
     let (plot_left, plot_top) = chart.backend_coord(&(0.0, y.hi));
-    let (right, bottom) = chart.backend_coord(&(scales.x_end, y.lo));
+    let (right, bottom) = chart.backend_coord(&(x.end, y.lo));
     root.draw(&Text::new(
         "no per-second data for this target",
         ((plot_left + right) / 2, (plot_top + bottom) / 2),

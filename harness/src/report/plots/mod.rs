@@ -1,5 +1,7 @@
-//! The three plots of a report for one target, drawn as SVG strings with plotters: latency
-//! over time, admitted requests per tenant against the limit, and 429 / 5xx rates.
+//! The plots of a report, drawn as SVG strings with plotters: per target, latency over time,
+//! admitted requests per tenant against the limit, and 429 / 5xx rates; for the overview, one
+//! tenant's admitted requests at every target and each fault's trade-off map; for `compare`,
+//! both sides' p99 per second of a phase.
 //!
 //! Every plot of a run shares its x axis and, per kind, its y axis, so targets placed one under
 //! the other compare at a glance. Fault windows are shaded and phase names written above the
@@ -8,7 +10,9 @@
 mod axes;
 mod canvas;
 mod series;
+mod sides;
 mod style;
+mod tradeoff;
 
 use crate::limits::LimitSource;
 use crate::results::read::SeriesRow;
@@ -17,11 +21,18 @@ use axes::tick_label;
 use canvas::draw;
 use plotters::style::RGBColor;
 use series::{Line, Plot};
-use style::{BLUE, PURPLE, TENANT_COLOURS, VERMILLION};
+use style::{BLUE, PALETTE, PURPLE, VERMILLION};
 
 pub(super) use axes::Scales;
-pub(super) use canvas::PlotError;
+pub(crate) use canvas::PlotError;
+pub(crate) use sides::{SidesPlot, p99_sides};
 pub use style::FAULT_FILL_RGB;
+pub(super) use tradeoff::{MapAxes, MapPoint, TradeOff};
+
+/// The trade-off map of one fault phase, on the axes all the run's maps share.
+pub(super) fn trade_off(map: &TradeOff<'_>, axes: &MapAxes) -> Result<String, PlotError> {
+    tradeoff::draw(map, axes)
+}
 
 /// The target's rows of one tenant (or `"all"`), by second.
 fn tenant_rows<'r>(rows: &[&'r SeriesRow], tenant: &str) -> Vec<&'r SeriesRow> {
@@ -72,7 +83,7 @@ pub(super) fn latency(
             ],
         },
         &target.phases,
-        scales,
+        &scales.x,
     )
 }
 
@@ -96,7 +107,7 @@ pub(super) fn admitted(
     }
     let mut lines: Vec<Line> = tenants
         .iter()
-        .zip(TENANT_COLOURS.iter().cycle())
+        .zip(PALETTE.iter().cycle())
         .map(|(tenant, colour)| {
             let points = tenant_rows(rows, tenant)
                 .into_iter()
@@ -122,7 +133,7 @@ pub(super) fn admitted(
             colour: RGBColor(60, 60, 60),
             dashed: true,
             width: 2,
-            segments: vec![vec![(0.0, limit), (scales.x_end, limit)]],
+            segments: vec![vec![(0.0, limit), (scales.x.end, limit)]],
         });
     }
     draw(
@@ -133,7 +144,7 @@ pub(super) fn admitted(
             lines,
         },
         &target.phases,
-        scales,
+        &scales.x,
     )
 }
 
@@ -174,6 +185,91 @@ pub(super) fn errors(
             lines,
         },
         &target.phases,
-        scales,
+        &scales.x,
+    )
+}
+
+/// Admitted requests per second of one tenant at every target, each target in its colour of
+/// the overview, with the limit that tenant was held to (one line per limit the targets were
+/// judged against).
+pub(super) fn tenant_at_every_target(
+    run: &RunResult,
+    tenant: &str,
+    rows: &[SeriesRow],
+    scales: &Scales,
+) -> Result<String, PlotError> {
+    let mut lines: Vec<Line> = run
+        .targets
+        .iter()
+        .zip(PALETTE.iter().cycle())
+        .map(|(t, colour)| {
+            let own: Vec<&SeriesRow> = rows.iter().filter(|r| r.target == t.name).collect();
+            let points = tenant_rows(&own, tenant)
+                .into_iter()
+                .map(|r| (r.second, Some(r.counts.admitted as f64)));
+            Line::from_seconds(&t.name, *colour, points)
+        })
+        .collect();
+    // A population's rest is held to each key's limit: together, that times its keys.
+    let keys = run.keys_of(tenant);
+    let mut limits: Vec<(f64, Vec<&str>)> = Vec::new();
+    for t in &run.targets {
+        let limit = run.limit_of(t).per_s() * keys as f64;
+        if limit <= 0.0 {
+            continue;
+        }
+        match limits.iter_mut().find(|(l, _)| (l - limit).abs() < 1e-9) {
+            Some((_, whose)) => whose.push(&t.name),
+            None => limits.push((limit, vec![&t.name])),
+        }
+    }
+    let several = limits.len() > 1;
+    let keys_text = if keys > 1 {
+        format!(" for its {keys} keys")
+    } else {
+        String::new()
+    };
+    for (limit, whose) in &limits {
+        let whose = if several {
+            format!(" ({})", whose.join(", "))
+        } else {
+            String::new()
+        };
+        lines.push(Line {
+            label: format!("limit {} req/s{keys_text}{whose}", tick_label(*limit)),
+            colour: RGBColor(60, 60, 60),
+            dashed: true,
+            width: 2,
+            segments: vec![vec![(0.0, *limit), (scales.x.end, *limit)]],
+        });
+    }
+    let highest = lines
+        .iter()
+        .flat_map(|l| l.segments.iter().flatten())
+        .map(|(_, y)| *y)
+        .fold(0.0, f64::max);
+    // The shared scale, unless a population's limit line would leave it.
+    let own_axis;
+    let y = if scales
+        .admitted
+        .ticks
+        .last()
+        .is_some_and(|top| *top >= highest)
+    {
+        &scales.admitted
+    } else {
+        own_axis = axes::YAxis::linear(highest);
+        &own_axis
+    };
+    let phases = run.targets.first().map_or(&[][..], |t| t.phases.as_slice());
+    draw(
+        Plot {
+            title: format!("{tenant}: admitted requests per second, every target"),
+            y_desc: "admitted (req/s)".into(),
+            y,
+            lines,
+        },
+        phases,
+        &scales.x,
     )
 }

@@ -21,7 +21,9 @@ pub(super) const ORANGE: RGBColor = RGBColor(230, 159, 0);
 pub(super) const GREEN: RGBColor = RGBColor(0, 158, 115);
 pub(super) const PURPLE: RGBColor = RGBColor(204, 121, 167);
 pub(super) const SKY: RGBColor = RGBColor(86, 180, 233);
-pub(super) const TENANT_COLOURS: [RGBColor; 6] = [BLUE, ORANGE, GREEN, PURPLE, SKY, VERMILLION];
+/// The tenants of a target's plots, and the targets of the overview (a target keeps its colour
+/// in every overview plot).
+pub(super) const PALETTE: [RGBColor; 6] = [BLUE, ORANGE, GREEN, PURPLE, SKY, VERMILLION];
 pub(super) const GRID: RGBColor = RGBColor(225, 225, 225);
 pub(super) const MUTED: RGBColor = RGBColor(110, 110, 110);
 pub(super) const FAULT_TEXT: RGBColor = RGBColor(165, 40, 20);
