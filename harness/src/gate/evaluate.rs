@@ -3,7 +3,8 @@
 
 use super::recovery::{self, Band, Recovery, SecondSample, second_sample};
 use super::window::worst_window;
-use super::{Actual, Check, Gate, GateError, Metric, glob_matches};
+use super::{Actual, Check, Gate, GateError, Metric};
+use crate::names::glob_matches;
 use crate::results::read::SeriesRow;
 use crate::results::{PhaseResult, RunResult, TargetResult, TenantResult};
 

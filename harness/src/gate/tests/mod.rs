@@ -4,6 +4,7 @@ mod window;
 use super::evaluate::tenant_value;
 use super::*;
 use crate::metrics::Counts;
+use crate::names::glob_matches;
 use crate::results::read::SeriesRow;
 use crate::results::{PhaseResult, TargetResult, fixture};
 use crate::scenario::Scenario;
