@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::abort::{AbortRule, parse_rules};
 use crate::identity::CallerIdentity;
 use crate::targets::TargetDef;
 use crate::targets::manifest::{OwnLimit, RawLimit, caller_identity, own_limit};
@@ -42,6 +43,9 @@ pub enum DeploymentError {
 struct RawDeployment {
     toxiproxy: String,
     targets: Vec<RawTarget>,
+    /// Safety limits for runs attached here (`crate::abort`), beside the scenario's.
+    #[serde(default)]
+    abort: Vec<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -94,6 +98,8 @@ pub struct Deployment {
     pub path: PathBuf,
     pub toxiproxy: SocketAddr,
     pub targets: Vec<AttachedTarget>,
+    /// Its safety limits: a run attached here stops when one is crossed.
+    pub abort: Vec<AbortRule>,
 }
 
 impl Deployment {
@@ -171,10 +177,12 @@ impl Deployment {
                 caller,
             });
         }
+        let abort = parse_rules(&raw.abort).map_err(invalid)?;
         Ok(Self {
             path: path.to_owned(),
             toxiproxy,
             targets,
+            abort,
         })
     }
 

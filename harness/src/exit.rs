@@ -10,4 +10,6 @@ Exit status (every command):
        gate or compare on one worker's folder)
   3    a verdict (gate, compare, run --gate) on a measurement that cannot be trusted: the load
        generator dropped requests or fell behind beyond its thresholds (checks still printed)
+  4    run stopped by its abort guard ([[abort]] in the scenario or deployment file): every
+       fault removed, the load stopped, the results written marked aborted with the reason
   130  interrupted; what was measured is written, marked partial";

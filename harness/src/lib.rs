@@ -15,6 +15,7 @@
 //! - the CLI (`cli/`, `main.rs`) on top: it parses, calls the library and maps outcomes to
 //!   exit codes.
 
+pub mod abort;
 pub mod cli;
 pub mod compare;
 pub mod deployment;

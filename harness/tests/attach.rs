@@ -10,7 +10,7 @@ use failmode::run::progress::Say;
 use failmode::run::world::undo_on;
 use failmode::run::{RunError, RunOptions, run};
 use failmode::scenario::Scenario;
-use support::deployed::{ByHand, by_hand};
+use support::deployed::{ByHand, by_hand, by_hand_of};
 use support::workspace;
 use tokio_util::sync::CancellationToken;
 
@@ -138,6 +138,73 @@ async fn a_fault_the_deployment_cannot_take_or_a_proxy_a_dead_run_left_is_refuse
     assert!(proxy.enabled);
     let names: Vec<&str> = proxy.toxics.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["theirs"]);
+}
+
+/// The deployment's safety limit: its 5xx share above half for two seconds in a row.
+const ABORT_ON_5XX: &str = "\n[[abort]]\ntarget = \"fail-closed\"\nmetric = \"rate_5xx\"\n\
+                            max = 0.5\nfor = \"2s\"\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_guard_crossed_removes_the_faults_stops_the_load_and_exits_4_with_the_reason() {
+    // Fail-closed answers 5xx to every request while its Redis is cut: the guard's limit.
+    let mut d = by_hand_of("fail-closed", ABORT_ON_5XX).await;
+    assert_eq!(d.deployment.abort.len(), 1);
+    let out = tempfile::tempdir().unwrap();
+    let folder = out.path().join("run");
+    let deployment = d.dir.path().join("deployment.toml");
+    let started = std::time::Instant::now();
+    let run = support::run_fixture(
+        &support::fixture_path("attach-abort.toml"),
+        &folder,
+        &["--attach", &deployment.to_string_lossy()],
+    );
+    let took = started.elapsed();
+    let (stdout, stderr) = support::output_text(&run);
+    assert_eq!(run.status.code(), Some(4), "{stdout}{stderr}");
+    let reason = "fail-closed: rate_5xx above 50.0 % for 2 s (at ";
+    assert!(
+        stderr.contains(&format!("aborted by the abort guard: {reason}")),
+        "{stderr}"
+    );
+
+    // Written, marked aborted with the reason, partial: the 20 s timeline stopped at about
+    // 2 s of cut, 2 s of limit and the half-second its requests take to settle.
+    let r = failmode::results::RunResult::read(&folder).unwrap();
+    assert!(r.partial);
+    assert!(
+        r.aborted.as_deref().unwrap().starts_with(reason),
+        "{:?}",
+        r.aborted
+    );
+    assert!(r.duration_s < 8.0, "ran {} s", r.duration_s);
+    assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("aborted by the abort guard")),
+        "{:?}",
+        r.notes
+    );
+    let fault = r.targets[0]
+        .phases
+        .iter()
+        .find(|p| p.name == "fault")
+        .unwrap();
+    assert!(fault.all.counts.errors_5xx() > 0, "{fault:?}");
+    assert_eq!(support::schema_errors(&folder), Vec::<String>::new());
+
+    // Every fault removed: the proxy enabled again, no toxic of ours; the deployment's
+    // instances still run (not failmode's to stop).
+    let proxy = d.api.proxy("deployed-redis").await.unwrap();
+    assert!(proxy.enabled);
+    assert!(proxy.toxics.is_empty(), "{:?}", proxy.toxics);
+    for i in &mut d.instances {
+        assert!(
+            i.process.try_exit().is_none(),
+            "instance {} still runs",
+            i.index
+        );
+    }
 }
 
 #[test]

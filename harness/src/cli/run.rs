@@ -183,6 +183,10 @@ pub(super) async fn run(args: RunArgs, project: &Project) -> anyhow::Result<u8> 
         ),
         None => println!("\nresults: {}", outcome.folder.path.display()),
     }
+    if let Some(reason) = &outcome.result.aborted {
+        eprintln!("aborted by the abort guard: {reason} (exit 4)");
+        return Ok(4);
+    }
     if outcome.result.partial {
         return Ok(130);
     }

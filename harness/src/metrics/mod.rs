@@ -450,6 +450,27 @@ impl Collector {
         &self.live[target]
     }
 
+    /// How long after its end a second's requests have all settled: sent (at most
+    /// `MAX_LATE` late), and answered or timed out.
+    pub fn settles_after(&self) -> Duration {
+        self.shape.longest_request + MAX_LATE
+    }
+
+    /// Second `second` of `target`, all tenants together: its counts, and its latency
+    /// percentiles from what it has recorded so far.
+    pub fn second_of_all(&self, target: usize, second: usize) -> Second {
+        let all = self.shape.tenants;
+        let state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = state.measured.seconds[target][all]
+            .get(second)
+            .copied()
+            .unwrap_or_default();
+        if let Some(latency) = state.open[target][all].by_second.get(&second) {
+            s.summarise(latency);
+        }
+        s
+    }
+
     /// Copies of the phase cells (`[target][tenant][phase]`) and of each target's send lag so
     /// far: what a live scrape reports, copied under the lock and read outside it.
     pub fn cells_so_far(&self) -> (Vec<Vec<Vec<Cell>>>, Vec<Histogram<u64>>) {

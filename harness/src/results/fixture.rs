@@ -140,6 +140,7 @@ pub fn run(scenario: &str, targets: Vec<TargetResult>) -> RunResult {
         started_at: "2026-12-01T10:00:00Z".into(),
         duration_s,
         partial: false,
+        aborted: None,
         untrusted_because: Vec::new(),
         limit: LIMIT,
         window_s: 1.0,

@@ -234,8 +234,12 @@ pub struct RunResult {
     pub git_revision: Option<String>,
     pub started_at: String,
     pub duration_s: f64,
-    /// The run was interrupted (Ctrl-C, or a harness error mid-run): figures cover what ran.
+    /// The run was interrupted (Ctrl-C, an abort, or a harness error mid-run): figures cover
+    /// what ran.
     pub partial: bool,
+    /// Why the abort guard stopped the run (`[[abort]]`), if it did; the run is partial too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<String>,
     /// Why its measurements cannot be trusted ([`RunResult::untrusted`]: the load generator
     /// dropped requests or fell behind), as written with the run; empty when they can be. A
     /// verdict on such a run exits 3.

@@ -7,7 +7,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::progress::Say;
 use super::{RunError, RunOptions, RunOutcome, record, run};
+use crate::abort;
+use crate::names::glob_matches;
 use crate::results::{self, folder::RunFolder};
+use crate::scenario::Scenario;
 
 /// Runs the targets `size` at a time, one batch after another, each through the whole
 /// timeline into `batch-K/` of one results folder, then joins them there (see
@@ -29,6 +32,9 @@ pub async fn run_in_batches(
     if batches.len() < 2 {
         return run(opts, interrupt, say).await;
     }
+    // Each safety limit must guard a target of the run; each batch is guarded by those that
+    // guard one of its own.
+    abort::unmatched(&opts.scenario.abort, &names).map_err(RunError::Abort)?;
     let path = opts.out.clone().unwrap_or_else(|| {
         RunFolder::default_path(&opts.results_root, &opts.scenario.name, SystemTime::now())
     });
@@ -47,6 +53,7 @@ pub async fn run_in_batches(
             RunOptions {
                 targets: Some(batch.clone()),
                 out: Some(folder.path.join(format!("batch-{}", k + 1))),
+                scenario: guarding(&opts.scenario, batch),
                 ..opts.clone()
             },
             interrupt.clone(),
@@ -80,4 +87,13 @@ pub async fn run_in_batches(
     }
     record::publish(&folder, &opts, say)?;
     Ok(RunOutcome { folder, result })
+}
+
+/// `scenario` with only the safety limits that guard a target of `batch`.
+fn guarding(scenario: &Scenario, batch: &[String]) -> Scenario {
+    let mut scenario = scenario.clone();
+    scenario
+        .abort
+        .retain(|rule| batch.iter().any(|t| glob_matches(&rule.target, t)));
+    scenario
 }

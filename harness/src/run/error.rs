@@ -46,6 +46,8 @@ pub enum RunError {
     Deployment(#[from] crate::deployment::DeploymentError),
     #[error(transparent)]
     MetricsListen(#[from] super::live_metrics::ListenError),
+    #[error("{0}")]
+    Abort(String),
     #[error(
         "phase {phase:?}'s fault `{fault}` cannot be played on an attached deployment: only \
          faults through its Toxiproxy (down, hang, flap, toxics) and client-pause are; \

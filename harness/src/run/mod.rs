@@ -4,6 +4,7 @@
 //! record written — also when interrupted, with what was measured so far. `--batch` runs this
 //! a few targets at a time (`batches`).
 
+mod abort_watch;
 mod accounting;
 mod batches;
 mod children;
@@ -27,12 +28,13 @@ use std::time::{Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::load;
 use crate::metrics::Collector;
 use crate::results::folder::RunFolder;
 use crate::results::{RunResult, Worker};
 use crate::scenario::Scenario;
 use crate::targets;
+use crate::targets::TargetDef;
+use crate::{abort, load};
 pub use batches::run_in_batches;
 pub use error::RunError;
 use progress::Say;
@@ -88,6 +90,7 @@ pub async fn run(
     // Read before anything runs: the tree as it was built, not as it is edited meanwhile.
     let revision = record::git_revision(&opts.root);
     let defs = preflight::resolve(&opts)?;
+    let guard = abort_guard(&opts, &defs)?;
     // Before `refuse` checks a worker's --start-at: the calibration takes its 400 ms first.
     plan::warn_beyond_capacity(&opts, defs.len(), say).await;
     preflight::refuse(&opts, say)?;
@@ -154,12 +157,14 @@ pub async fn run(
     }
 
     let done = CancellationToken::new();
-    // The timeline stops on an interrupt, and also when the load generator fails.
-    let stop_timeline = interrupt.child_token();
+    // The load and the timeline stop on an interrupt or an abort; the timeline also when the
+    // load generator fails.
+    let stop_run = interrupt.child_token();
+    let stop_timeline = stop_run.child_token();
     let recorder: Arc<dyn load::Recorder> = collector.clone();
-    let (summary, phase_facts, (), (), ()) = tokio::join!(
+    let (summary, phase_facts, (), (), (), aborted) = tokio::join!(
         async {
-            let summary = load::try_run(plan, start, recorder, interrupt.clone()).await;
+            let summary = load::try_run(plan, start, recorder, stop_run.clone()).await;
             if summary.is_err() {
                 stop_timeline.cancel();
             }
@@ -173,6 +178,7 @@ pub async fn run(
         children::watch(&world, start, &done, &events),
         progress::show(say, scenario, &names, &collector, start, done.clone()),
         journal.keep(&collector, &events, start, &done, say),
+        abort_watch::watch(guard, &collector, names.len(), start, &stop_run, &done, say),
     );
     let elapsed = start.elapsed();
     let ran_for = accounting::load_ran_for(summary.as_ref().ok(), elapsed);
@@ -187,7 +193,8 @@ pub async fn run(
     let ran = record::Ran {
         summary,
         load_error,
-        interrupted: interrupt.is_cancelled(),
+        interrupted: stop_run.is_cancelled(),
+        aborted,
         ran_for,
         instance_counts,
         phase_facts,
@@ -207,6 +214,21 @@ pub async fn run(
         return Err(RunError::Load(e));
     }
     Ok(RunOutcome { folder, result })
+}
+
+/// The run's safety limits, the scenario's and the deployment's: each must guard a target of
+/// the run, or it is refused before anything starts.
+fn abort_guard(opts: &RunOptions, defs: &[TargetDef]) -> Result<abort::Guard, RunError> {
+    let rules: Vec<abort::AbortRule> = opts
+        .scenario
+        .abort
+        .iter()
+        .chain(opts.topology.attached().map_or(&[][..], |d| &d.abort[..]))
+        .cloned()
+        .collect();
+    let names: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
+    abort::unmatched(&rules, &names).map_err(RunError::Abort)?;
+    Ok(abort::Guard::new(rules, names))
 }
 
 /// Seconds from `start` to `at`, as events and facts record them.

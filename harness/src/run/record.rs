@@ -22,6 +22,8 @@ pub(super) struct Ran {
     pub(super) summary: LoadSummary,
     pub(super) load_error: Option<LoadError>,
     pub(super) interrupted: bool,
+    /// Why the abort guard stopped the run, if it did.
+    pub(super) aborted: Option<String>,
     pub(super) ran_for: Duration,
     /// Per target, its instances at the end (a `scale` may have changed them).
     pub(super) instance_counts: Vec<u32>,
@@ -59,6 +61,7 @@ impl Ran {
             summary: LoadSummary::default(),
             load_error: None,
             interrupted: false,
+            aborted: None,
             ran_for: Duration::ZERO,
             events: vec![Vec::new(); names.len()],
             phase_facts: Vec::new(),
@@ -143,6 +146,7 @@ pub(super) fn assemble(
             .as_secs_f64()
             .min(scenario.duration.as_secs_f64()),
         partial: ran.interrupted || ran.load_error.is_some(),
+        aborted: ran.aborted.clone(),
         untrusted_because: Vec::new(),
         limit: scenario.limit,
         window_s: scenario.window.as_secs_f64(),
@@ -253,7 +257,14 @@ fn trouble_notes(opts: &RunOptions, ran: &Ran) -> Vec<String> {
     if let Some(e) = &ran.load_error {
         notes.push(format!("the load generator failed: {e}"));
     }
-    if ran.interrupted {
+    if let Some(reason) = &ran.aborted {
+        notes.push(format!(
+            "aborted by the abort guard after {:.1} s of {:.1} s ({reason}): every fault \
+             removed and the load stopped; the figures cover what ran",
+            ran.ran_for.as_secs_f64(),
+            opts.scenario.duration.as_secs_f64(),
+        ));
+    } else if ran.interrupted {
         notes.push(format!(
             "interrupted after {:.1} s of {:.1} s: the figures cover what ran{}",
             ran.ran_for.as_secs_f64(),

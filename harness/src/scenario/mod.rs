@@ -101,6 +101,8 @@ pub struct Scenario {
     pub gates: Vec<toml::Table>,
     /// Claims as written (`[[claims]]`); `failmode outcomes` confirms or refutes them.
     pub claims: Vec<toml::Table>,
+    /// Safety limits (`[[abort]]`): the run stops early when one is crossed.
+    pub abort: Vec<crate::abort::AbortRule>,
     /// The file's text, kept for the results folder.
     pub source: String,
 }
@@ -199,6 +201,12 @@ impl Scenario {
             max_in_flight_per_target: max_in_flight,
             gates: raw.gates,
             claims: raw.claims,
+            abort: crate::abort::parse_rules(&raw.abort).map_err(|message| {
+                ScenarioError::Toml {
+                    origin: origin.to_owned(),
+                    message,
+                }
+            })?,
             source: text.to_owned(),
         })
     }

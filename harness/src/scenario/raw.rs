@@ -86,6 +86,9 @@ pub(crate) struct RawScenario {
     /// Statements from elsewhere to test against the run; judged by `failmode outcomes`.
     #[serde(default)]
     pub(crate) claims: Vec<toml::Table>,
+    /// Safety limits that stop the run early (`crate::abort`).
+    #[serde(default)]
+    pub(crate) abort: Vec<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -23,8 +23,14 @@ pub(crate) struct ByHand {
 }
 
 pub(crate) async fn by_hand() -> ByHand {
+    by_hand_of("reference", "").await
+}
+
+/// [`by_hand`] with the reference's `target` variant (a policy, such as `fail-closed`), and
+/// `extra` appended to the deployment file (its `[[abort]]` tables, say).
+pub(crate) async fn by_hand_of(target: &str, extra: &str) -> ByHand {
     let all = targets::manifest::discover(&workspace().join("targets")).unwrap();
-    let defs = targets::manifest::select(&all, &["reference".to_owned()]).unwrap();
+    let defs = targets::manifest::select(&all, &[target.to_owned()]).unwrap();
     targets::build(&defs, &workspace()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let redis = RedisServer::start("redis-deployed", dir.path())
@@ -58,8 +64,8 @@ pub(crate) async fn by_hand() -> ByHand {
         );
     }
     let text = format!(
-        "toxiproxy = \"http://{}\"\n\n[[targets]]\nname = \"reference\"\ninstances = [{}]\n\
-         proxy = \"deployed-redis\"\nredis_admin = \"redis://{}\"\n",
+        "toxiproxy = \"http://{}\"\n\n[[targets]]\nname = \"{target}\"\ninstances = [{}]\n\
+         proxy = \"deployed-redis\"\nredis_admin = \"redis://{}\"\n{extra}",
         toxiproxy.api_addr(),
         instances
             .iter()

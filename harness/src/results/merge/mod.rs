@@ -188,6 +188,7 @@ fn merged_run(
         started_at: humantime::format_rfc3339_millis(start).to_string(),
         duration_s: scenario.duration.as_secs_f64(),
         partial: false,
+        aborted: None,
         untrusted_because: Vec::new(),
         limit: first.run.limit,
         window_s: first.run.window_s,
