@@ -13,7 +13,7 @@ use std::num::NonZeroU32;
 use serde::Deserialize;
 
 use crate::metrics::Second;
-use crate::names::glob_matches;
+use crate::names::{glob_matches, known};
 
 /// What a guard watches, per second of one target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,17 +109,7 @@ pub fn parse_rules(tables: &[toml::Table]) -> Result<Vec<AbortRule>, String> {
                 .clone()
                 .try_into()
                 .map_err(|e: toml::de::Error| invalid(e.message().to_owned()))?;
-            let metric = METRICS
-                .iter()
-                .find(|(n, _)| *n == raw.metric)
-                .map(|(_, m)| *m)
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "unknown metric {:?}; known: {}",
-                        raw.metric,
-                        METRICS.map(|(n, _)| n).join(", ")
-                    ))
-                })?;
+            let metric = known(&METRICS, "metric", &raw.metric).map_err(invalid)?;
             if !raw.max.is_finite() || raw.max < 0.0 {
                 return Err(invalid(format!(
                     "`max` = {}: must be a finite number, 0 or more",

@@ -26,3 +26,16 @@ pub fn glob_matches(pattern: &str, name: &str) -> bool {
     let n: Vec<char> = name.chars().collect();
     go(&p, &n)
 }
+
+/// The value `name` stands for in `known` (a gate's or an abort guard's metrics), or an error
+/// that lists the known names.
+pub fn known<T: Copy>(known: &[(&str, T)], what: &str, name: &str) -> Result<T, String> {
+    known
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
+            format!("unknown {what} {name:?}; known: {}", names.join(", "))
+        })
+}

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::metric::{METRICS, Scope};
 use super::{Bound, Gate, GateError, Level};
+use crate::names::known;
 use crate::scenario::Scenario;
 
 #[derive(Debug, Deserialize)]
@@ -76,17 +77,7 @@ pub fn parse_gates(tables: &[toml::Table]) -> Result<Vec<Gate>, GateError> {
                     _ => invalid(e.message().to_owned()),
                 }
             })?;
-            let metric = METRICS
-                .iter()
-                .find(|(n, _)| *n == raw.metric)
-                .map(|(_, m)| *m)
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "unknown metric {:?}; known: {}",
-                        raw.metric,
-                        METRICS.map(|(n, _)| n).join(", ")
-                    ))
-                })?;
+            let metric = known(&METRICS, "metric", &raw.metric).map_err(invalid)?;
             let bound = match (raw.max, raw.min) {
                 (Some(max), None) => Bound::Max(max),
                 (None, Some(min)) => Bound::Min(min),

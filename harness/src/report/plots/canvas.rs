@@ -1,6 +1,7 @@
 //! Drawing a plot into an SVG string: the title, the chart with its shaded fault windows and
 //! phase names, the lines, and the legend in its own rows under the x axis.
 
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
@@ -18,7 +19,7 @@ use crate::results::PhaseResult;
 pub(crate) type PlotError = DrawingAreaErrorKind<std::io::Error>;
 
 type Root<'b> = DrawingArea<SVGBackend<'b>, Shift>;
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticked, Ticked>>;
+pub(super) type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticked, Ticked>>;
 
 /// Legend entries laid out left to right, wrapping to new rows: (row, x) per entry.
 fn legend_layout(lines: &[Line]) -> (Vec<(u32, i32)>, u32) {
@@ -128,18 +129,26 @@ fn shade_fault_windows(
     Ok(())
 }
 
+/// Every plot's grid, axes and label fonts, for the caller to add its descriptions and tick
+/// labels to.
+pub(super) fn house_mesh<'a, 'c, 'b>(
+    chart: &'c mut Chart<'a, 'b>,
+) -> MeshStyle<'a, 'c, Ticked, Ticked, SVGBackend<'b>> {
+    let mut mesh = chart.configure_mesh();
+    mesh.light_line_style(TRANSPARENT)
+        .bold_line_style(GRID.stroke_width(1))
+        .axis_style(MUTED.stroke_width(1))
+        .label_style(font(13.0).color(&BLACK))
+        .axis_desc_style(font(14.0).color(&BLACK));
+    mesh
+}
+
 /// Grid, axes, tick labels and axis descriptions.
 fn mesh(chart: &mut Chart<'_, '_>, plot: &Plot<'_>, x: &XAxis) -> Result<(), PlotError> {
     let y = plot.y;
     let y_label = |v: &f64| tick_label(y.unmap(*v));
     let x_label = |v: &f64| tick_label(*v);
-    chart
-        .configure_mesh()
-        .light_line_style(TRANSPARENT)
-        .bold_line_style(GRID.stroke_width(1))
-        .axis_style(MUTED.stroke_width(1))
-        .label_style(font(13.0).color(&BLACK))
-        .axis_desc_style(font(14.0).color(&BLACK))
+    house_mesh(chart)
         .x_desc(x.desc)
         .y_desc(plot.y_desc.as_str())
         .x_label_formatter(&x_label)

@@ -6,8 +6,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::axes::{Ticked, YAxis, tick_label};
-use super::canvas::PlotError;
-use super::style::{GREEN, GRID, LEGEND_ROW, MUTED, PALETTE, TITLE_ROW, WIDTH, font, text_width};
+use super::canvas::{PlotError, house_mesh};
+use super::style::{GREEN, LEGEND_ROW, MUTED, PALETTE, TITLE_ROW, WIDTH, font, text_width};
 use crate::results::PhaseResult;
 
 /// Height of the chart area, axes included.
@@ -157,13 +157,7 @@ fn draw_on(
                 ticks: y.ticks.clone(),
             },
         )?;
-    chart
-        .configure_mesh()
-        .light_line_style(TRANSPARENT)
-        .bold_line_style(GRID.stroke_width(1))
-        .axis_style(MUTED.stroke_width(1))
-        .label_style(font(13.0).color(&BLACK))
-        .axis_desc_style(font(14.0).color(&BLACK))
+    house_mesh(&mut chart)
         .x_desc(format!(
             "over-admission, {} (% above its allowance)",
             map.whose
