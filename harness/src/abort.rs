@@ -13,7 +13,8 @@ use std::num::NonZeroU32;
 use serde::Deserialize;
 
 use crate::metrics::Second;
-use crate::names::{glob_matches, known};
+use crate::names::{glob_matches, known, name_of};
+use crate::thresholds::{naming_the_key, whole_seconds};
 
 /// What a guard watches, per second of one target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,10 +35,7 @@ const METRICS: [(&str, AbortMetric); 3] = [
 
 impl AbortMetric {
     fn name(self) -> &'static str {
-        METRICS
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map_or("?", |(n, _)| n)
+        name_of(&METRICS, &self)
     }
 
     /// Its value in `second`, or `None` when nothing was scheduled in it.
@@ -86,16 +84,12 @@ impl std::fmt::Display for AbortRule {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRule {
-    #[serde(default = "every_target")]
+    #[serde(default = "crate::thresholds::every_target")]
     target: String,
     metric: String,
     max: f64,
     #[serde(rename = "for")]
     for_: String,
-}
-
-fn every_target() -> String {
-    "*".to_owned()
 }
 
 /// Validates `[[abort]]` tables; the error names the table (1-based) and what is wrong.
@@ -105,10 +99,9 @@ pub fn parse_rules(tables: &[toml::Table]) -> Result<Vec<AbortRule>, String> {
         .enumerate()
         .map(|(i, table)| {
             let invalid = |message: String| format!("[[abort]] {}: {message}", i + 1);
-            let raw: RawRule = table
-                .clone()
-                .try_into()
-                .map_err(|e: toml::de::Error| invalid(e.message().to_owned()))?;
+            let raw: RawRule = table.clone().try_into().map_err(|e: toml::de::Error| {
+                invalid(naming_the_key(table, &["max"], e.message()))
+            })?;
             let metric = known(&METRICS, "metric", &raw.metric).map_err(invalid)?;
             if !raw.max.is_finite() || raw.max < 0.0 {
                 return Err(invalid(format!(
@@ -116,19 +109,7 @@ pub fn parse_rules(tables: &[toml::Table]) -> Result<Vec<AbortRule>, String> {
                     raw.max
                 )));
             }
-            let d =
-                crate::duration::parse(&raw.for_).map_err(|e| invalid(format!("`for`: {e}")))?;
-            let seconds = u32::try_from(d.as_secs())
-                .ok()
-                .and_then(NonZeroU32::new)
-                .filter(|_| d.subsec_nanos() == 0)
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "`for` = {:?}: must be whole seconds, at least 1 s (seconds are judged \
-                         one by one)",
-                        raw.for_
-                    ))
-                })?;
+            let seconds = whole_seconds("for", &raw.for_).map_err(invalid)?;
             Ok(AbortRule {
                 target: raw.target,
                 metric,
@@ -286,6 +267,10 @@ mod tests {
         assert!(refused("metric = \"p50_ms\"\nmax = 1\nfor = \"5s\"").contains("unknown metric"));
         assert!(refused("metric = \"p99_ms\"\nmax = -1\nfor = \"5s\"").contains("`max`"));
         assert!(refused("metric = \"p99_ms\"\nmax = 1\nfor = \"500ms\"").contains("`for`"));
+        assert!(
+            refused("metric = \"p99_ms\"\nmax = \"1\"\nfor = \"1s\"")
+                .starts_with("[[abort]] 1: `max`")
+        );
         assert!(refused("metric = \"p99_ms\"\nmax = 1").contains("for"));
         assert!(refused("metric = \"p99_ms\"\nmax = 1\nfor = \"1s\"\nwhen = 1").contains("when"));
         let r = rules(

@@ -36,4 +36,5 @@ pub mod results;
 pub mod run;
 pub mod scenario;
 pub mod targets;
+mod thresholds;
 mod wait;

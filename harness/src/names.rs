@@ -1,6 +1,7 @@
-//! What a name may be: scenarios, targets, tenants and phases are named by the user, and their
-//! names end up in paths, CSV columns, toxic names and histogram tags. A leaf: it imports
-//! nothing of the crate, so `scenario`, `targets` and `compare` all check names the same way.
+//! What a name may be, and how one is matched or looked up: scenarios, targets, tenants, phases
+//! and metrics are named by the user, and their names end up in paths, CSV columns, toxic
+//! names and histogram tags. A leaf: it imports nothing of the crate, so `scenario`, `targets`,
+//! `compare`, gates and abort guards all treat names the same way.
 
 /// Names end up in paths, CSV columns, toxic names and histogram tags.
 pub fn is_plain_name(name: &str) -> bool {
@@ -27,6 +28,14 @@ pub fn glob_matches(pattern: &str, name: &str) -> bool {
     go(&p, &n)
 }
 
+/// The name `value` goes by in `known`: its first (a value may have an older name after it).
+pub fn name_of<T: PartialEq>(known: &[(&'static str, T)], value: &T) -> &'static str {
+    known
+        .iter()
+        .find(|(_, v)| v == value)
+        .map_or("?", |(n, _)| n)
+}
+
 /// The value `name` stands for in `known` (a gate's or an abort guard's metrics), or an error
 /// that lists the known names.
 pub fn known<T: Copy>(known: &[(&str, T)], what: &str, name: &str) -> Result<T, String> {
@@ -38,4 +47,18 @@ pub fn known<T: Copy>(known: &[(&str, T)], what: &str, name: &str) -> Result<T, 
             let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
             format!("unknown {what} {name:?}; known: {}", names.join(", "))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_whole_names() {
+        assert!(glob_matches("*", "fail-open"));
+        assert!(glob_matches("fail-*", "fail-open"));
+        assert!(glob_matches("fail-?pen", "fail-open"));
+        assert!(!glob_matches("fail", "fail-open"));
+        assert!(!glob_matches("*-closed", "fail-open"));
+    }
 }

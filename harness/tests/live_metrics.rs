@@ -9,7 +9,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use failmode::results::RunResult;
@@ -117,12 +117,9 @@ fn a_run_scraped_as_it_goes_ends_with_run_jsons_counts_and_every_dashboard_metri
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
     let addr = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_failmode"))
-        .args(["run", &fixture_path("oracle-drops.toml").to_string_lossy()])
-        .args(["--no-build", "--out", &folder.to_string_lossy()])
-        .args(["--metrics-listen", &addr.port().to_string()])
-        .args(["--metrics-linger", "3s"])
-        .current_dir(workspace())
+    let port = addr.port().to_string();
+    let extra = ["--metrics-listen", &port, "--metrics-linger", "3s"];
+    let mut child = support::fixture_command(&fixture_path("oracle-drops.toml"), &folder, &extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -183,12 +180,15 @@ fn a_run_scraped_as_it_goes_ends_with_run_jsons_counts_and_every_dashboard_metri
                 .map(|p| p.tenants.iter().find(|c| c.name == tenant).unwrap())
                 .collect();
             let sum = |f: Count| -> f64 { cells.iter().map(|c| f(&c.counts)).sum::<u64>() as f64 };
-            let by_outcome: [(&str, Count); 5] = [
+            let by_outcome: [(&str, Count); 8] = [
                 ("2xx", |c| c.admitted),
                 ("429", |c| c.limited),
                 ("503", |c| c.unavailable),
+                ("other_5xx", |c| c.server_error),
                 ("transport_error", |c| c.transport_error),
+                ("other_status", |c| c.other_status),
                 ("dropped", |c| c.dropped),
+                ("throttled", |c| c.throttled),
             ];
             for (outcome, count) in by_outcome {
                 let labels = [("target", t), ("tenant", tenant), ("outcome", outcome)];

@@ -123,18 +123,31 @@ pub struct RunArgs {
     metrics_linger: Option<Duration>,
 }
 
-/// `--metrics-listen`: a bare port listens on loopback; an address is taken as written.
+/// `--metrics-listen`: a bare port listens on loopback; `HOST:PORT` where it says (a name is
+/// resolved, its first address taken).
 fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = text.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    text.parse().map_err(|_| {
-        format!("{text:?} is neither a port nor HOST:PORT (e.g. 9464 or 127.0.0.1:9464)")
-    })
+    use std::net::ToSocketAddrs;
+    text.to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| {
+            format!("{text:?} is neither a port nor HOST:PORT (e.g. 9464 or localhost:9464)")
+        })
 }
 
 impl RunArgs {
     fn live_metrics(&self) -> anyhow::Result<Option<LiveMetricsOptions>> {
+        if self.metrics_listen.is_some() && (self.batch.is_some() || self.repeat > 1) {
+            // Each batch and repeat is a run of its own, whose counters would start again at
+            // zero under the same names: a dashboard would show nonsense.
+            anyhow::bail!(
+                "--metrics-listen cannot be combined with --batch or --repeat yet: each batch \
+                 or repeat is a run of its own, and its counters would start again from zero"
+            );
+        }
         match (self.metrics_listen, self.metrics_linger) {
             (None, Some(_)) => anyhow::bail!("--metrics-linger only applies with --metrics-listen"),
             (None, None) => Ok(None),

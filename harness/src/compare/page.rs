@@ -12,10 +12,10 @@ use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 
-use super::render::{Cells, cells, heading, note_lines, rule_text, summary};
+use super::render::{Cells, cells, heading, note_lines, rule_text, runs, summary};
 use super::{CompareError, Comparison, Row, RunSet, Verdict, stats};
 use crate::report::html::{esc, foot, head};
-use crate::report::{SidesPlot, p99_sides};
+use crate::report::{SecondsP99, SidesPlot, p99_sides};
 use crate::results::PhaseResult;
 
 /// The rows of one target × phase, in the comparison's order, with their cells.
@@ -42,7 +42,7 @@ fn groups(c: &Comparison) -> Vec<Group<'_>> {
 
 /// One side's p99 per second of a target's phase, by second since the phase began, and the
 /// phase's length (the longest of the side's runs).
-fn p99_per_second(set: &RunSet, target: &str, phase: &str) -> (Vec<(u64, Option<f64>)>, f64) {
+fn p99_per_second(set: &RunSet, target: &str, phase: &str) -> (SecondsP99, f64) {
     let mut by_offset: BTreeMap<u64, Vec<&Histogram<u64>>> = BTreeMap::new();
     let mut length_s = 0.0f64;
     for run in set.runs_of(target, phase) {
@@ -69,14 +69,6 @@ fn side_targets<'c>(c: &'c Comparison, label: &'c str) -> (&'c str, &'c str) {
     match &c.pair {
         Some(p) => (&p.baseline, &p.candidate),
         None => (label, label),
-    }
-}
-
-fn runs(n: usize) -> String {
-    if n == 1 {
-        "1 run".into()
-    } else {
-        format!("{n} runs")
     }
 }
 

@@ -311,15 +311,17 @@ pub(super) fn rule_text(o: &CompareOptions) -> String {
     )
 }
 
+/// "1 run", "3 runs".
+pub(super) fn runs(n: usize) -> String {
+    if n == 1 {
+        "1 run".into()
+    } else {
+        format!("{n} runs")
+    }
+}
+
 /// What is compared with what: the two sources, and the two targets when they were picked.
 pub(super) fn heading(c: &Comparison) -> String {
-    let runs = |n: usize| {
-        if n == 1 {
-            "1 run".into()
-        } else {
-            format!("{n} runs")
-        }
-    };
     let (b, k) = (&c.baseline, &c.candidate);
     match &c.pair {
         Some(p) if p.same_run => format!(

@@ -79,10 +79,7 @@ pub(super) enum Scope {
 
 impl Metric {
     pub fn name(self) -> &'static str {
-        METRICS
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map_or("?", |(n, _)| n)
+        crate::names::name_of(&METRICS, &self)
     }
 
     pub(super) fn scope(self) -> Scope {

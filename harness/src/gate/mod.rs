@@ -16,7 +16,7 @@ use std::fmt;
 use std::num::NonZeroU32;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 pub use evaluate::{NoBand, evaluate, recovery_time};
 pub use metric::Metric;
@@ -36,10 +36,10 @@ pub enum GateError {
     #[error("cannot read gates from {path}: {message}")]
     File { path: String, message: String },
     #[error(
-        "{path} holds a partial run (interrupted, or cut short by a harness error): its verdicts \
-         would rest on part of the timeline; gate it anyway with --allow-partial"
+        "{path} holds a partial run ({why}): its verdicts would rest on part of the timeline; \
+         gate it anyway with --allow-partial"
     )]
-    Partial { path: String },
+    Partial { path: String, why: String },
     #[error(
         "{path} holds one worker's share of a run (--worker {index}/{count}): its \
          over-admission and wrongful denial are not measured, since the limiter's decisions \
@@ -135,7 +135,7 @@ impl From<Recovery> for Actual {
 }
 
 /// What a crossed threshold does to the job.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     /// It fails the gate (exit 1).
@@ -290,7 +290,11 @@ pub fn refuse_incomplete(
         return Err(GateError::Worker { path, index, count });
     }
     if run.partial && !allow_partial {
-        return Err(GateError::Partial { path });
+        let why = match &run.aborted {
+            Some(reason) => format!("aborted by its abort guard: {reason}"),
+            None => "interrupted, or cut short by a harness error".to_owned(),
+        };
+        return Err(GateError::Partial { path, why });
     }
     Ok(())
 }

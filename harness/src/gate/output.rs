@@ -157,6 +157,9 @@ struct CheckJson<'a> {
     /// The value judged; `null` when there is none (`actual_kind` says why).
     actual: Option<f64>,
     actual_kind: &'static str,
+    /// For `at_least`: what the value is known to be at least (a recovery the run's end cut
+    /// short); else `null`.
+    at_least: Option<f64>,
     /// What `actual` reads as, or why it was not measured.
     actual_text: String,
     verdict: Verdict,
@@ -192,6 +195,10 @@ pub fn gate_json(run: &RunResult, checks: &[Check]) -> Result<String, serde_json
                         Actual::Unbounded => "never",
                         Actual::NotMeasured(_) => "not_measured",
                         Actual::AtLeast { .. } => "at_least",
+                    },
+                    at_least: match c.actual {
+                        Actual::AtLeast { value, .. } => Some(value),
+                        _ => None,
                     },
                     actual_text: c.actual_text(),
                     verdict: c.verdict(),

@@ -2,7 +2,6 @@
 //! [`Gate`]s. Every mistake is refused here, naming the gate and the key, before any run is
 //! judged.
 
-use std::num::NonZeroU32;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -11,52 +10,20 @@ use super::metric::{METRICS, Scope};
 use super::{Bound, Gate, GateError, Level};
 use crate::names::known;
 use crate::scenario::Scenario;
+use crate::thresholds::{naming_the_key, whole_seconds};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawGate {
-    #[serde(default = "every_target")]
+    #[serde(default = "crate::thresholds::every_target")]
     target: String,
     phase: Option<String>,
     metric: String,
     tenant: Option<String>,
     max: Option<f64>,
     min: Option<f64>,
-    #[serde(default)]
-    level: Level,
+    level: Option<String>,
     window: Option<String>,
-}
-
-fn every_target() -> String {
-    "*".to_owned()
-}
-
-/// The first of a gate's keys whose value is not of its type (a string, or for the bounds a
-/// number).
-fn mistyped_key(table: &toml::Table) -> Option<&str> {
-    table.iter().find_map(|(key, value)| {
-        let fits = match key.as_str() {
-            "target" | "phase" | "metric" | "tenant" | "level" | "window" => value.is_str(),
-            "max" | "min" => value.is_integer() || value.is_float(),
-            _ => true,
-        };
-        (!fits).then_some(key.as_str())
-    })
-}
-
-/// A window as written (`"5s"`): whole seconds, since it is judged over `series.csv`'s seconds.
-fn window_seconds(text: &str) -> Result<NonZeroU32, String> {
-    let d = crate::duration::parse(text).map_err(|e| format!("`window`: {e}"))?;
-    u32::try_from(d.as_secs())
-        .ok()
-        .and_then(NonZeroU32::new)
-        .filter(|_| d.subsec_nanos() == 0)
-        .ok_or_else(|| {
-            format!(
-                "`window` = {text:?}: must be a whole number of seconds, at least 1 s (it is \
-                 judged over the run's per-second counts)"
-            )
-        })
 }
 
 /// Validates gates as written (`[[gates]]` tables).
@@ -68,14 +35,7 @@ pub fn parse_gates(tables: &[toml::Table]) -> Result<Vec<Gate>, GateError> {
             let index = i + 1;
             let invalid = |message: String| GateError::Invalid { index, message };
             let raw: RawGate = table.clone().try_into().map_err(|e: toml::de::Error| {
-                // Deserializing a table drops the key from a type error ("invalid type: string
-                // \"x\", expected f64"): put back the key whose value is of the wrong type.
-                match mistyped_key(table) {
-                    Some(key) if e.message().starts_with("invalid type") => {
-                        invalid(format!("`{key}`: {}", e.message()))
-                    }
-                    _ => invalid(e.message().to_owned()),
-                }
+                invalid(naming_the_key(table, &["max", "min"], e.message()))
             })?;
             let metric = known(&METRICS, "metric", &raw.metric).map_err(invalid)?;
             let bound = match (raw.max, raw.min) {
@@ -108,8 +68,17 @@ pub fn parse_gates(tables: &[toml::Table]) -> Result<Vec<Gate>, GateError> {
                 }
                 _ => {}
             }
-            let window = raw.window.as_deref().map(window_seconds).transpose();
-            let window = window.map_err(invalid)?;
+            let window = raw.window.as_deref().map(|w| whole_seconds("window", w));
+            let window = window.transpose().map_err(invalid)?;
+            let level = match raw.level.as_deref() {
+                None | Some("fail") => Level::Fail,
+                Some("warn") => Level::Warn,
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "`level` = {other:?}: must be \"fail\" (the default) or \"warn\""
+                    )));
+                }
+            };
             if window.is_some() && !metric.windowed() {
                 return Err(invalid(format!(
                     "{name} cannot be judged over a `window`: only counts, shares, \
@@ -123,7 +92,7 @@ pub fn parse_gates(tables: &[toml::Table]) -> Result<Vec<Gate>, GateError> {
                 metric,
                 tenant: raw.tenant,
                 bound,
-                level: raw.level,
+                level,
                 window,
             })
         })

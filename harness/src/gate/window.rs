@@ -4,7 +4,9 @@
 //! A window's figures are the phase's, computed the same way from the window's counts: the
 //! counts of `series.csv`'s seconds summed, then the results' own definitions
 //! ([`tenant_of`], [`all_tenants_of`]) with the allowance and slack of a phase one window
-//! long. Only seconds wholly inside the phase count, and windows slide a second at a time.
+//! long. Only seconds wholly inside the phase count, and windows slide a second at a time. A
+//! window nothing was due in is passed over; one whose requests were due but none reached the
+//! target makes the whole gate not measured.
 
 use std::num::NonZeroU32;
 
@@ -16,8 +18,7 @@ use crate::results::read::SeriesRow;
 use crate::results::{PhaseResult, RunResult, TargetResult, TenantResult};
 
 /// The worst value of `metric` over every window of `width` seconds in `phase`: the highest
-/// for a `max`, the lowest for a `min`. Windows nothing reached the target in are passed
-/// over; a phase with no measured window is not measured.
+/// for a `max`, the lowest for a `min`.
 #[allow(clippy::too_many_arguments)] // One call site; a struct would only rename them.
 pub(super) fn worst_window(
     run: &RunResult,
@@ -74,16 +75,26 @@ pub(super) fn worst_window(
             })
             .collect()
     };
-    let values: Vec<f64> = (0..=(whole - width) as usize)
-        .filter_map(|start| {
-            let tenants = window_of(start);
-            let cell = match tenant {
-                Some(name) => tenants.into_iter().find(|t| t.name == name)?,
-                None => all_tenants_of(&tenants, allowed),
-            };
-            tenant_value(metric, &cell).value()
-        })
-        .collect();
+    let mut values = Vec::new();
+    for start in 0..=(whole - width) as usize {
+        let tenants = window_of(start);
+        let cell = match tenant {
+            Some(name) => tenants.into_iter().find(|t| t.name == name),
+            None => Some(all_tenants_of(&tenants, allowed)),
+        };
+        let Some(cell) = cell else { continue };
+        match tenant_value(metric, &cell) {
+            Actual::Value(v) => values.push(v),
+            // Requests were due but none reached the target (all dropped or throttled): the
+            // window cannot be judged, and it may be the worst; never passed over.
+            Actual::NotMeasured(why) if cell.counts.offered > 0 => {
+                let from = first + start as u64;
+                return Actual::NotMeasured(format!("the window {from}–{} s: {why}", from + width));
+            }
+            // Nothing was due in the window: nothing to judge.
+            _ => {}
+        }
+    }
     let worst = match bound {
         Bound::Max(_) => values.iter().copied().reduce(f64::max),
         Bound::Min(_) => values.iter().copied().reduce(f64::min),
@@ -91,7 +102,7 @@ pub(super) fn worst_window(
     worst.map_or_else(
         || {
             Actual::NotMeasured(format!(
-                "no {width} s window of the phase had a request reach the target"
+                "no request was due in any {width} s window of the phase"
             ))
         },
         Actual::Value,

@@ -94,7 +94,11 @@ impl InFlight {
         // A task dropped before its first poll (which the grace makes all but impossible) was
         // counted as sent when it was dispatched: it is recorded as one attempt, sent as late
         // as it could have been.
-        let sent_at = self.sent_at.unwrap_or(done_at);
+        let sent_at = self.sent_at.unwrap_or_else(|| {
+            // Counted as sent now, so that the live in-flight count stays balanced.
+            self.recorder.sending(self.target);
+            done_at
+        });
         let attempts = self.sent.attempts.max(1);
         self.settled
             .retries

@@ -19,7 +19,7 @@ pub mod derived;
 mod live;
 
 pub use checkpoint::{Checkpoint, CheckpointedSecond};
-pub use live::LiveCounts;
+pub use live::{Buckets, LiveCounts, ScrapeView};
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

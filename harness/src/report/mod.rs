@@ -5,7 +5,7 @@ mod overview;
 mod plots;
 
 pub use plots::FAULT_FILL_RGB;
-pub(crate) use plots::{SidesPlot, p99_sides};
+pub(crate) use plots::{SecondsP99, SidesPlot, p99_sides};
 
 use tabled::settings::Style;
 use tabled::{Table, Tabled};

@@ -46,6 +46,7 @@ pub fn join(parts: Vec<RunResult>) -> Result<RunResult, JoinError> {
     let mut parts = parts.into_iter();
     let mut joined = parts.next().ok_or(JoinError::Empty)?;
     joined.batches = vec![joined.targets.iter().map(|t| t.name.clone()).collect()];
+    joined.aborted = joined.aborted.take().map(|r| format!("batch 1: {r}"));
     joined.notes = joined
         .notes
         .iter()
@@ -87,6 +88,10 @@ pub fn join(parts: Vec<RunResult>) -> Result<RunResult, JoinError> {
             .push(part.targets.iter().map(|t| t.name.clone()).collect());
         joined.duration_s = joined.duration_s.max(part.duration_s);
         joined.partial |= part.partial;
+        // Batches run one after another: a later one is aborted only when none before was.
+        if joined.aborted.is_none() {
+            joined.aborted = part.aborted.map(|r| format!("batch {index}: {r}"));
+        }
         joined.load.add(&part.load);
         joined
             .notes
@@ -188,6 +193,20 @@ mod tests {
         assert_eq!(joined.batches, [vec!["a", "b"], vec!["c"]]);
         assert_eq!(joined.load.scheduled, 200);
         assert_eq!(joined.notes, ["batch 1: slow machine", "batch 2: c broke"]);
+    }
+
+    #[test]
+    fn a_batch_its_abort_guard_stopped_makes_the_joined_run_aborted_naming_the_batch() {
+        let mut aborted = part(&["c"], &[]);
+        (aborted.partial, aborted.aborted) = (true, Some("c: rate_5xx above 50.0 %".into()));
+        let joined = join(vec![part(&["a", "b"], &[]), aborted]).unwrap();
+        assert!(joined.partial);
+        assert_eq!(
+            joined.aborted.as_deref(),
+            Some("batch 2: c: rate_5xx above 50.0 %")
+        );
+        let joined = join(vec![part(&["a"], &[]), part(&["c"], &[])]).unwrap();
+        assert_eq!(joined.aborted, None);
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub(super) async fn watch(
     loop {
         tokio::select! {
             () = done.cancelled() => return None,
+            // Stopped by Ctrl-C (this watch cancels it only as it returns): not an abort.
+            () = stop_run.cancelled() => return None,
             _ = tick.tick() => {}
         }
         let elapsed = start.elapsed();

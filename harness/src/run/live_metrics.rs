@@ -2,8 +2,9 @@
 //! service's own metrics in the user's Prometheus and Grafana (`deploy/grafana/`).
 //!
 //! Every figure is read from the collector at the scrape, never counted a second time on the
-//! send path: the load pays nothing for it, and the counts are the very ones `run.json` is
-//! built from (its phases' cells, summed), so the last scrape agrees with the results. The
+//! send path (a scrape holds the collector's lock only to sum counts and sort histograms into
+//! buckets), and the counts are the very ones `run.json` is built from (its phases' cells,
+//! summed), so the last scrape agrees with the results. The
 //! endpoint is bound before anything starts (a port in use fails the run at once) and stays up
 //! until the results are written, then `--metrics-linger` longer for a last scrape.
 
@@ -12,13 +13,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::{Cell, Collector, Counts};
+use crate::metrics::{Buckets, Collector, Counts};
 use crate::scenario::Scenario;
 
 /// Where and how long to serve.
@@ -96,40 +96,6 @@ impl LiveRun {
 struct Scrape(Arc<LiveRun>);
 
 type Labels<'a> = Vec<(&'static str, &'a str)>;
-
-/// A histogram of µs as Prometheus buckets of seconds: each HdrHistogram bucket counted under
-/// the first bound at or above its highest value, so a bucket is exact to the histogram's
-/// precision (three significant digits); the sum from each bucket's value.
-struct Buckets {
-    sum_s: f64,
-    count: u64,
-    /// Per bucket, not cumulative (the encoder adds them up), the last one `+Inf`.
-    buckets: Vec<(f64, u64)>,
-}
-
-impl Buckets {
-    fn of(h: &Histogram<u64>) -> Self {
-        let mut buckets: Vec<(f64, u64)> = BUCKETS_S
-            .iter()
-            .chain(&[f64::INFINITY])
-            .map(|&b| (b, 0))
-            .collect();
-        let mut sum_s = 0.0;
-        for v in h.iter_recorded() {
-            let value_s = v.value_iterated_to() as f64 / 1e6;
-            let n = v.count_since_last_iteration();
-            sum_s += value_s * n as f64;
-            if let Some(b) = buckets.iter_mut().find(|(le, _)| value_s <= *le) {
-                b.1 += n;
-            }
-        }
-        Self {
-            sum_s,
-            count: h.len(),
-            buckets,
-        }
-    }
-}
 
 /// The outcomes a request is counted under, as `outcome` label values.
 fn outcomes(c: &Counts) -> [(&'static str, u64); 8] {
@@ -223,41 +189,24 @@ impl prometheus_client::collector::Collector for Scrape {
         let Some((names, collector)) = run.view.get() else {
             return Ok(());
         };
-        let (cells, send_lag) = collector.cells_so_far();
+        let view = collector.scrape_view(&BUCKETS_S);
         let tenants: Vec<&str> = run
             .timeline
             .tenants
             .iter()
             .map(|t| t.name.as_str())
             .collect();
-        // Every phase of a target × tenant together: run.json's cells, summed.
-        let merged: Vec<Vec<Cell>> = cells
-            .into_iter()
-            .map(|per_tenant| {
-                per_tenant
-                    .into_iter()
-                    .filter_map(|per_phase| {
-                        per_phase.into_iter().reduce(|mut all, cell| {
-                            all.counts.merge(&cell.counts);
-                            // Same bounds in every cell: adding cannot fail.
-                            let _ = all.latency.add(&cell.latency);
-                            all
-                        })
-                    })
-                    .collect()
-            })
-            .collect();
         let mut requests = Vec::new();
         let mut latency = Vec::new();
-        for (t, per_tenant) in merged.iter().enumerate() {
-            for (n, cell) in per_tenant.iter().enumerate() {
+        for (t, per_tenant) in view.cells.iter().enumerate() {
+            for (n, (counts, buckets)) in per_tenant.iter().enumerate() {
                 let labels = vec![("target", names[t].as_str()), ("tenant", tenants[n])];
-                for (outcome, count) in outcomes(&cell.counts) {
+                for (outcome, count) in outcomes(counts) {
                     let mut l = labels.clone();
                     l.push(("outcome", outcome));
                     requests.push((l, count));
                 }
-                latency.push((labels, Buckets::of(&cell.latency)));
+                latency.push((labels, buckets));
             }
         }
         let mut m = encoder.encode_descriptor(
@@ -276,10 +225,11 @@ impl prometheus_client::collector::Collector for Scrape {
             "Latency from the scheduled send (a dropped request counts as the request timeout)",
             &latency,
         )?;
-        let lag: Vec<_> = send_lag
+        let lag: Vec<_> = view
+            .send_lag
             .iter()
             .enumerate()
-            .map(|(t, h)| (vec![("target", names[t].as_str())], Buckets::of(h)))
+            .map(|(t, b)| (vec![("target", names[t].as_str())], b))
             .collect();
         histograms(
             &mut encoder,
@@ -334,7 +284,7 @@ fn histograms(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    rows: &[(Labels<'_>, Buckets)],
+    rows: &[(Labels<'_>, &Buckets)],
 ) -> Result<(), std::fmt::Error> {
     let mut m = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
     for (labels, b) in rows {

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::progress::Say;
 use super::{RunError, RunOptions, Topology};
 use crate::deployment::Deployment;
+use crate::faults::Fault;
 use crate::identity;
 use crate::infra::redis::SharedRedis;
 use crate::infra::toxiproxy::{Toxiproxy, ToxiproxyError};
@@ -104,6 +105,9 @@ pub struct World {
     /// does not (`--worker K/N` with K > 1, or `--no-faults`) must leave the faults the
     /// process that plays them has in place, whenever it stops.
     pub plays_faults: bool,
+    /// Its timeline pauses the deployment's Redis (`client-pause`): stopped early, the run
+    /// lifts the pause rather than leave it to Redis's timer. Only attached runs need it.
+    pub pauses_redis: bool,
 }
 
 /// What starting each target's instances takes from the run.
@@ -141,6 +145,7 @@ impl World {
         let mut world = Self {
             toxiproxy_server: Some(toxiproxy_server),
             plays_faults: true,
+            pauses_redis: false,
             #[cfg(feature = "docker")]
             containers: None,
             toxiproxy,
@@ -206,6 +211,7 @@ impl World {
         let mut containers = Containers::start(defs.len(), scenario.seed as i64, log_dir).await?;
         let mut world = Self {
             plays_faults: true,
+            pauses_redis: false,
             toxiproxy_server: None,
             containers: None,
             toxiproxy: Toxiproxy::new(containers.api_addr()),
@@ -321,6 +327,7 @@ impl World {
         }
         Ok(Self {
             plays_faults,
+            pauses_redis: false,
             toxiproxy_server: None,
             #[cfg(feature = "docker")]
             containers: None,
@@ -360,6 +367,14 @@ impl World {
                 let proxies: Vec<String> = self.targets.iter().map(|t| t.proxy.clone()).collect();
                 if let Err(e) = undo_on(&self.toxiproxy, &proxies).await {
                     tracing::warn!(error = %e, "could not undo the run's faults on the deployment");
+                }
+                // A `client-pause` ends on Redis's own timer; a run stopped early (an abort,
+                // Ctrl-C) lifts it now.
+                let paused = self.targets.iter().filter(|_| self.pauses_redis);
+                for addr in paused.filter_map(|t| t.redis_addr) {
+                    if let Err(e) = crate::infra::redis_native::unpause(addr).await {
+                        tracing::warn!(error = %e, %addr, "could not send CLIENT UNPAUSE");
+                    }
                 }
             }
             return;
@@ -405,7 +420,12 @@ pub(super) async fn start_or_attach(
         w = async {
             match &opts.topology {
                 Topology::Attached(deployment) => {
-                    World::attach(deployment, defs, opts.plays_faults()).await
+                    World::attach(deployment, defs, opts.plays_faults()).await.map(|mut w| {
+                        w.pauses_redis = opts.scenario.phases.iter().any(|p| {
+                            p.faults.iter().any(|f| matches!(f, Fault::ClientPause { .. }))
+                        });
+                        w
+                    })
                 }
                 Topology::Local => {
                     World::start(&opts.scenario, defs, &opts.root, logs, |m| say.line(m)).await

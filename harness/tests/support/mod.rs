@@ -71,11 +71,28 @@ pub(crate) fn run_fixture_with_env(
     folder: &Path,
     extra: &[&str],
 ) -> std::process::Output {
-    let (scenario, folder) = (scenario.to_string_lossy(), folder.to_string_lossy());
-    let mut args = vec!["run", &scenario, "--no-build"];
-    args.extend_from_slice(extra);
-    args.extend(["--out", &folder]);
-    failmode_with_env(&workspace(), env, &args)
+    fixture_command(scenario, folder, extra)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// The command [`run_fixture`] runs, for a test that starts it and watches it while it goes.
+pub(crate) fn fixture_command(
+    scenario: &Path,
+    folder: &Path,
+    extra: &[&str],
+) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_failmode"));
+    command
+        .arg("run")
+        .arg(scenario)
+        .arg("--no-build")
+        .args(extra)
+        .arg("--out")
+        .arg(folder)
+        .current_dir(workspace());
+    command
 }
 
 /// A command's stdout and stderr, as text.

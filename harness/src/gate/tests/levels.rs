@@ -157,7 +157,17 @@ fn levels_windows_and_whole_run_metrics_are_refused_where_they_mean_nothing() {
         assert!(refused(&body).contains("`window`"), "{window}");
     }
     let level = "phase = \"fault\"\nmetric = \"rate_5xx\"\nmax = 0\nlevel = \"info\"";
-    assert!(refused(level).contains("info"), "{}", refused(level));
+    assert!(
+        refused(level).contains("`level` = \"info\""),
+        "{}",
+        refused(level)
+    );
+    let mistyped = "phase = \"fault\"\nmetric = \"rate_5xx\"\nmax = \"0\"";
+    assert!(
+        refused(mistyped).starts_with("`max`"),
+        "{}",
+        refused(mistyped)
+    );
     let lag_in_phase = "phase = \"fault\"\nmetric = \"send_lag_p99_ms\"\nmax = 1";
     assert!(refused(lag_in_phase).contains("whole run"));
     assert!(refused("metric = \"rate_5xx\"\nmax = 0").contains("`phase`"));

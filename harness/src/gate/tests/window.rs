@@ -126,8 +126,8 @@ fn all_tenants_together_sum_every_tenants_counts_in_the_window() {
 }
 
 #[test]
-fn windows_nothing_reached_the_target_in_are_passed_over_and_none_is_not_measured() {
-    // Nothing reached the target from 10 s to 30 s (no rows: no request); then 429s only.
+fn windows_nothing_was_due_in_are_passed_over_and_a_phase_of_none_is_not_measured() {
+    // Nothing was due from 10 s to 30 s (no rows: no request); then 429s only.
     let mut series = fault_seconds(|_| answered(50, 70, 0));
     series.retain(|r| r.second >= 30);
     let text = "[[gates]]\ntarget = \"reference\"\nphase = \"fault\"\nmetric = \"rate_429\"\n\
@@ -136,10 +136,37 @@ fn windows_nothing_reached_the_target_in_are_passed_over_and_none_is_not_measure
 
     let (none, passed) = actual(text, &[]);
     assert!(
-        matches!(&none, Actual::NotMeasured(why) if why.contains("no 5 s window")),
+        matches!(&none, Actual::NotMeasured(why) if why.contains("any 5 s window")),
         "{none:?}"
     );
     assert!(!passed, "a gate never passes on nothing");
+}
+
+#[test]
+fn a_window_whose_requests_were_all_dropped_is_not_measured_and_fails_the_gate() {
+    // 20 s to 25 s: every request of acme's due, none sent (the generator dropped them all).
+    let series = fault_seconds(|s| {
+        if (20..25).contains(&s) {
+            Counts {
+                offered: 120,
+                dropped: 120,
+                ..Counts::default()
+            }
+        } else {
+            answered(50, 70, 0)
+        }
+    });
+    let text = "[[gates]]\ntarget = \"reference\"\nphase = \"fault\"\nmetric = \"rate_5xx\"\n\
+                tenant = \"acme\"\nmax = 0.5\nwindow = \"5s\"";
+    let (a, passed) = actual(text, &series);
+    assert!(
+        matches!(&a, Actual::NotMeasured(why) if why.starts_with("the window 20–25 s")),
+        "{a:?}"
+    );
+    assert!(!passed);
+    // Its drops are counted all the same: a count is known without a request sent.
+    let dropped = text.replace("rate_5xx", "count_dropped");
+    assert_eq!(actual(&dropped, &series), (Actual::Value(600.0), false));
 }
 
 #[test]

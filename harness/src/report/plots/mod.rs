@@ -25,7 +25,7 @@ use style::{BLUE, PALETTE, PURPLE, VERMILLION};
 
 pub(super) use axes::Scales;
 pub(crate) use canvas::PlotError;
-pub(crate) use sides::{SidesPlot, p99_sides};
+pub(crate) use sides::{SecondsP99, SidesPlot, p99_sides};
 pub use style::FAULT_FILL_RGB;
 pub(super) use tradeoff::{MapAxes, MapPoint, TradeOff};
 
