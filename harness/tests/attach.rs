@@ -146,7 +146,7 @@ const ABORT_ON_5XX: &str = "\n[[abort]]\ntarget = \"fail-closed\"\nmetric = \"ra
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abort_guard_crossed_removes_the_faults_stops_the_load_and_exits_4_with_the_reason() {
-    // Fail-closed answers 5xx to every request while its Redis is cut: the guard's limit.
+    // Fail-closed answers 5xx to every request while its Redis is paused: the guard's limit.
     let mut d = by_hand_of("fail-closed", ABORT_ON_5XX).await;
     assert_eq!(d.deployment.abort.len(), 1);
     let out = tempfile::tempdir().unwrap();
@@ -168,7 +168,7 @@ async fn an_abort_guard_crossed_removes_the_faults_stops_the_load_and_exits_4_wi
     );
 
     // Written, marked aborted with the reason, partial: the 20 s timeline stopped at about
-    // 2 s of cut, 2 s of limit and the half-second its requests take to settle.
+    // 2 s of pause, 2 s of limit and the 1.5 s its requests take to settle.
     let r = failmode::results::RunResult::read(&folder).unwrap();
     assert!(r.partial);
     assert!(
@@ -193,8 +193,22 @@ async fn an_abort_guard_crossed_removes_the_faults_stops_the_load_and_exits_4_wi
     assert!(fault.all.counts.errors_5xx() > 0, "{fault:?}");
     assert_eq!(support::schema_errors(&folder), Vec::<String>::new());
 
-    // Every fault removed: the proxy enabled again, no toxic of ours; the deployment's
-    // instances still run (not failmode's to stop).
+    // Every fault removed: Redis takes a write at once (its pause had 12 s left), the proxy is
+    // enabled, no toxic of ours; the deployment's instances still run (not failmode's to stop).
+    let write = std::time::Instant::now();
+    let mut redis = std::net::TcpStream::connect(d.redis.addr()).unwrap();
+    redis
+        .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .unwrap();
+    std::io::Write::write_all(&mut redis, b"SET failmode-probe 1\r\n").unwrap();
+    let mut ok = [0u8; 5];
+    std::io::Read::read_exact(&mut redis, &mut ok).unwrap();
+    assert_eq!(&ok, b"+OK\r\n");
+    assert!(
+        write.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        write.elapsed()
+    );
     let proxy = d.api.proxy("deployed-redis").await.unwrap();
     assert!(proxy.enabled);
     assert!(proxy.toxics.is_empty(), "{:?}", proxy.toxics);
