@@ -14,7 +14,8 @@ use hdrhistogram::Histogram;
 
 use super::render::{Cells, cells, heading, note_lines, rule_text, runs, summary};
 use super::{CompareError, Comparison, Row, RunSet, Verdict, stats};
-use crate::report::html::{esc, foot, head};
+use crate::report::html::{foot, head};
+use crate::report::text::esc;
 use crate::report::{SecondsP99, SidesPlot, p99_sides};
 use crate::results::PhaseResult;
 

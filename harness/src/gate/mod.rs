@@ -5,6 +5,7 @@
 //! time after the fault) fails and says so. A gate of `level = "warn"` is judged and reported
 //! the same way but never fails the job; one with a `window` judges the phase's worst window.
 
+mod cell;
 mod evaluate;
 mod metric;
 mod output;

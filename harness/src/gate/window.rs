@@ -10,7 +10,7 @@
 
 use std::num::NonZeroU32;
 
-use super::evaluate::tenant_value;
+use super::cell::tenant_value;
 use super::{Actual, Bound, Metric};
 use crate::metrics::Counts;
 use crate::results::build::{Allowed, all_tenants_of, tenant_of};

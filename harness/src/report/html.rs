@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::overview::{self, Overview};
 use super::plots::{self, FAULT_FILL_RGB, PlotError, Scales};
+use super::text::{esc, file_stem};
 use super::{ms, rate, worst};
 use crate::results::atomic;
 use crate::results::read::{ReadError, SeriesRow, read_series};
@@ -110,34 +111,6 @@ fn write_file(path: &Path, contents: &str) -> Result<(), ReportError> {
         path: path.to_owned(),
         source,
     })
-}
-
-/// A target's name as a file name and an HTML id: nothing a shell or a URL would mangle.
-pub(super) fn file_stem(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-pub(crate) fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn css() -> String {
@@ -521,19 +494,5 @@ mod tests {
         assert!(out.contains("<table class=\"fit\">"), "{out}");
         // The worst-tenant cells ("100.0 % initech (n/m: …)") are the ones that may wrap.
         assert_eq!(out.matches("class=\"f w\"").count(), 2, "{out}");
-    }
-
-    #[test]
-    fn file_stems_keep_safe_characters_only() {
-        assert_eq!(file_stem("fail-open"), "fail-open");
-        assert_eq!(file_stem("node/express rl"), "node_express_rl");
-    }
-
-    #[test]
-    fn escapes_markup() {
-        assert_eq!(
-            esc("<a href='x'>&\"</a>"),
-            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;"
-        );
     }
 }

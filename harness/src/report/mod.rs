@@ -3,6 +3,7 @@
 pub mod html;
 mod overview;
 mod plots;
+pub(crate) mod text;
 
 pub use plots::FAULT_FILL_RGB;
 pub(crate) use plots::{SecondsP99, SidesPlot, p99_sides};

@@ -11,8 +11,8 @@
 
 use std::fmt::Write as _;
 
-use super::html::{esc, file_stem};
 use super::plots::{self, MapAxes, MapPoint, PlotError, Scales, TradeOff};
+use super::text::{esc, file_stem};
 use crate::results::read::SeriesRow;
 use crate::results::{RunResult, TenantResult};
 

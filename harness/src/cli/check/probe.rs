@@ -177,23 +177,20 @@ pub async fn measure(def: &TargetDef, instances: &[SocketAddr], plan: &Plan) -> 
         def,
         instances,
         start,
-        measured_span,
-        per_window * WINDOWS_MEASURED,
+        evenly(measured_span, per_window * WINDOWS_MEASURED),
     )
     .await;
     let next = start + measured_span;
     let beside_count = plan.beside(f64::from(over.admitted) / f64::from(WINDOWS_MEASURED));
     // A's last window is not counted: it only keeps A's budget spent while B sends.
     let (over_beside, beside) = tokio::join!(
-        paced(&a, def, instances, next, plan.window, per_window),
-        // Half a gap in, so that B never lands on a window boundary the schedule chose.
+        paced(&a, def, instances, next, evenly(plan.window, per_window)),
         paced(
             &b,
             def,
             instances,
-            next + plan.window / (2 * beside_count),
-            plan.window,
-            beside_count
+            next,
+            beside_offsets(plan.window, per_window, beside_count)
         ),
     );
     Measured {
@@ -203,21 +200,43 @@ pub async fn measure(def: &TargetDef, instances: &[SocketAddr], plan: &Plan) -> 
     }
 }
 
-/// `count` requests from `caller`, evenly over `span` from `start`, round-robin over
-/// `instances`; returns once every answer is in (or timed out).
+/// `count` instants evenly over `span`, from its start.
+fn evenly(span: Duration, count: u32) -> Vec<Duration> {
+    let gap = span / count.max(1);
+    (0..count).map(|i| gap * i).collect()
+}
+
+/// When caller B's `count` requests leave in a window of A's `a_per_window`: spread over the
+/// window (half a spacing in, off the boundaries the schedule chose), each moved to an eighth
+/// of A's gap after one of A's requests. A limiter sharing one budget has just given its last
+/// free slot to A then: B is admitted only if a slot freed in that eighth, not in the whole of
+/// A's gap (a sliding window frees slots all the time, and B landing mid-gap would take one by
+/// luck about one time in six).
+fn beside_offsets(window: Duration, a_per_window: u32, count: u32) -> Vec<Duration> {
+    let a_gap = window / a_per_window.max(1);
+    let count = count.max(1);
+    (0..count)
+        .map(|k| {
+            let wanted = window * (2 * k + 1) / (2 * count);
+            let after = (wanted.as_nanos() / a_gap.as_nanos().max(1)) as u32;
+            a_gap * after + a_gap / 8
+        })
+        .collect()
+}
+
+/// Requests from `caller` at `start` + each of `offsets`, round-robin over `instances`;
+/// returns once every answer is in (or timed out).
 async fn paced(
     caller: &Caller,
     def: &TargetDef,
     instances: &[SocketAddr],
     start: Instant,
-    span: Duration,
-    count: u32,
+    offsets: Vec<Duration>,
 ) -> Tally {
     let mut tasks = JoinSet::new();
-    let gap = span / count.max(1);
-    for i in 0..count {
-        tokio::time::sleep_until(start + gap * i).await;
-        let addr = instances[i as usize % instances.len()];
+    for (i, offset) in offsets.into_iter().enumerate() {
+        tokio::time::sleep_until(start + offset).await;
+        let addr = instances[i % instances.len()];
         let request = caller.request(def, addr);
         tasks.spawn(async move {
             request
@@ -274,6 +293,30 @@ mod tests {
         };
         assert_eq!((one.over_per_window(), one.beside(1.0)), (3, 1));
         assert_eq!(Plan { limit: 100, ..plan }.beside(100.0), BESIDE_AT_MOST);
+    }
+
+    #[test]
+    fn caller_b_leaves_just_after_one_of_as_requests_spread_over_the_window() {
+        let window = Duration::from_secs(1);
+        let offsets = beside_offsets(window, 27, 3);
+        let a_gap = window / 27;
+        assert_eq!(offsets.len(), 3);
+        for o in &offsets {
+            assert!(*o < window, "{offsets:?}");
+            assert_eq!(
+                o.as_nanos() % a_gap.as_nanos(),
+                (a_gap / 8).as_nanos(),
+                "{o:?}"
+            );
+        }
+        assert!(
+            offsets[0] < window / 3 && offsets[2] > window * 2 / 3,
+            "{offsets:?}"
+        );
+        assert_eq!(
+            evenly(window, 4),
+            [0, 250, 500, 750].map(Duration::from_millis)
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 mod levels;
 mod window;
 
-use super::evaluate::tenant_value;
+use super::cell::tenant_value;
 use super::*;
 use crate::metrics::Counts;
 use crate::results::read::SeriesRow;
