@@ -421,11 +421,17 @@ async fn three_instances_still_dividing_by_four_refuse_a_quarter_of_acmes_entitl
         events.iter().any(|d| d.contains("in place of instance 1")),
         "replaced when the fault ends: {events:?}"
     );
-    // 3 × 12 of acme's 50 a second: wrongful denial 1 − 36/50 = 28 % (measured 25 %).
+    // Three of the four shares of acme's limit: 25 % wrongly refused over whole windows. The
+    // phase's edges may add up to one window's limit (decided by the store before the cut
+    // lands, or a window the cut splits): CI measured 17.7 % over a 6 s phase. A divisor of 3
+    // would admit the whole allowance and fail the upper bound on admissions.
     let acme = tenant_in(&r, "reference", "fault", "acme");
+    let three_shares = 0.75 * acme.allowance;
+    let admitted = acme.counts.admitted as f64;
     assert!(
-        (0.18..=0.32).contains(&acme.wrongful_denial.unwrap()),
-        "the divisor stayed 4: {acme:?}"
+        admitted <= three_shares + r.limit && admitted >= 0.68 * acme.allowance,
+        "the divisor stayed 4 ({three_shares} ± one window's {}): {acme:?}",
+        r.limit
     );
     for quiet in ["globex", "initech"] {
         let t = tenant_in(&r, "reference", "fault", quiet);
