@@ -325,8 +325,12 @@ const SCENARIO_KEYS: &[&str] = &[
     "faults",
     "gates",
     "claims",
+    "abort",
+    "for",
 ];
-const GATES_KEYS: &[&str] = &["gates", "target", "phase", "metric", "tenant", "max", "min"];
+const GATES_KEYS: &[&str] = &[
+    "gates", "target", "phase", "metric", "tenant", "max", "min", "level", "window",
+];
 const MANIFEST_KEYS: &[&str] = &[
     "description",
     "build",

@@ -177,7 +177,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
         .collect();
     assert_eq!(fails.len(), 3, "{fails:?}");
     // Warn-level gates report the same crossing without failing the job.
-    let warn_only = fixture_path("warn-gates.toml");
+    let warn_only = fixture_path("gates/warn.toml");
     let gate = failmode(&[
         "gate",
         &folder.to_string_lossy(),
