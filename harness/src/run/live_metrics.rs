@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeGaugeValue};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
@@ -123,11 +123,11 @@ impl prometheus_client::collector::Collector for Scrape {
             "1 once the load's clock started, with the scenario's name",
             &[(vec![("scenario", scenario)], flag(elapsed.is_some()))],
         )?;
-        gauge_f(
+        gauge(
             &mut encoder,
             "failmode_elapsed_seconds",
             "Seconds since the load's start (0 before it)",
-            elapsed.map_or(0.0, |e| e.as_secs_f64()),
+            &[(vec![], elapsed.map_or(0.0, |e| e.as_secs_f64()))],
         )?;
         let done = run.load_done.load(Ordering::Relaxed);
         gauge(
@@ -257,27 +257,17 @@ impl prometheus_client::collector::Collector for Scrape {
     }
 }
 
-fn gauge(
+fn gauge<V: EncodeGaugeValue>(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    rows: &[(Labels<'_>, i64)],
+    rows: &[(Labels<'_>, V)],
 ) -> Result<(), std::fmt::Error> {
     let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
     for (labels, v) in rows {
         m.encode_family(labels)?.encode_gauge(v)?;
     }
     Ok(())
-}
-
-fn gauge_f(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    v: f64,
-) -> Result<(), std::fmt::Error> {
-    let m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-    prometheus_client::metrics::gauge::ConstGauge::new(v).encode(m)
 }
 
 fn histograms(
