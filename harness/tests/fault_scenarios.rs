@@ -1,5 +1,6 @@
 //! The shipped scenarios of the faults inside Redis (`redis-restart`, `client-pause`,
-//! `noisy-neighbour`, `eviction`), of the topology (`sticky-tenant`) and of the clients
+//! `noisy-neighbour`, `eviction`, and the error replies `redis-oom`, `redis-readonly`,
+//! `redis-busy`, `script-flush`), of the topology (`sticky-tenant`) and of the clients
 //! (`retry-storm`), each scaled down and run by the harness on the reference and a policy or
 //! two beside it, asserting the outcome `scenarios/README.md` states.
 
@@ -446,4 +447,90 @@ async fn three_instances_still_dividing_by_four_refuse_a_quarter_of_acmes_entitl
         0,
         "{all:?}"
     );
+}
+
+/// The error reports of `target`'s faults (Redis's error replies, by code).
+fn error_replies<'a>(r: &'a RunResult, target: &str) -> &'a str {
+    reports(r, target)
+        .into_iter()
+        .find(|d| d.contains("error replies"))
+        .unwrap_or_else(|| panic!("{target}: no error-reply report"))
+}
+
+/// A Redis that answers every limiter call with an error (`code`): the reference's breaker
+/// opens and its local share holds every caller near the limit with no 5xx; fail-closed
+/// answers 500; fail-open admits all of acme.
+async fn store_wide_errors(scenario: &str, code: &str) {
+    let (r, _) = run_scaled(scenario, &["reference", "fail-closed", "fail-open"]).await;
+    for quiet in ["globex", "initech"] {
+        let t = tenant_in(&r, "reference", "fault", quiet);
+        assert!(
+            t.wrongful_denial.unwrap() < 0.02,
+            "{scenario} {quiet}: {t:?}"
+        );
+    }
+    let acme = tenant_in(&r, "reference", "fault", "acme");
+    assert!(
+        acme.over_admission.unwrap() < 0.1 && acme.wrongful_denial.unwrap() < 0.1,
+        "{scenario}: local share holds acme near the limit: {acme:?}"
+    );
+    let all = tenant_in(&r, "reference", "fault", "all");
+    assert_eq!(all.counts.server_error, 0, "{scenario}: {all:?}");
+    let closed = tenant_in(&r, "fail-closed", "fault", "all");
+    assert!(
+        closed.counts.server_error as f64 > 0.95 * closed.counts.offered as f64,
+        "{scenario}: {closed:?}"
+    );
+    let open = tenant_in(&r, "fail-open", "fault", "acme");
+    assert!(
+        open.over_admission.unwrap() > 1.0,
+        "{scenario}: fail-open admits acme's whole 120/s: {open:?}"
+    );
+    for target in ["reference", "fail-closed", "fail-open"] {
+        let replies = error_replies(&r, target);
+        assert!(
+            replies.contains(&format!("-{code} ")),
+            "{target}: {replies}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_out_of_memory_answers_oom_and_the_reference_holds_its_share() {
+    store_wide_errors("redis-oom", "OOM").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_redis_answers_readonly_and_the_reference_holds_its_share() {
+    store_wide_errors("redis-readonly", "READONLY").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_redis_answers_busy_and_the_reference_holds_its_share() {
+    store_wide_errors("redis-busy", "BUSY").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushed_scripts_are_reloaded_on_noscript_and_no_decision_changes() {
+    let (r, _) = run_scaled("script-flush", &["reference", "fail-closed"]).await;
+    for target in ["reference", "fail-closed"] {
+        // redis-rs's `Script` loads the script again on -NOSCRIPT: the callers never know, but
+        // for the reload's extra round trip, which can outlast fail-closed's 20 ms budget on a
+        // loaded machine (seen: 1 of 870 answered 500). The reference falls back instead.
+        for phase in ["steady", "fault", "recovery"] {
+            let all = tenant_in(&r, target, phase, "all");
+            let errors =
+                all.counts.server_error + all.counts.unavailable + all.counts.transport_error;
+            let allowed = if target == "reference" {
+                0
+            } else {
+                all.counts.offered / 100
+            };
+            assert!(errors <= allowed, "{target} {phase}: {all:?}");
+        }
+        let acme = tenant_in(&r, target, "fault", "acme");
+        assert!(acme.over_admission.unwrap() < 0.05, "{target}: {acme:?}");
+        let replies = error_replies(&r, target);
+        assert!(replies.contains("-NOSCRIPT "), "{target}: {replies}");
+    }
 }

@@ -259,3 +259,156 @@ async fn eviction_drops_the_limiters_keys_without_an_error_and_is_put_back() {
     let filler: Vec<String> = query(&mut c, &["KEYS", "failmode:eviction-filler:*"]).await;
     assert!(filler.is_empty(), "the filler is dropped");
 }
+
+/// The error code Redis answers `args` with, on `c`.
+async fn refused_with(c: &mut MultiplexedConnection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let answer: Result<redis::Value, _> = cmd.query_async(c).await;
+    let e = answer.expect_err("refused");
+    e.code().unwrap_or_default().to_owned()
+}
+
+/// What a fault's removal reported about Redis's error replies.
+fn error_report(done: &failmode::run::timeline::Done) -> &str {
+    done.reports
+        .iter()
+        .find(|r| r.contains("error replies"))
+        .map(String::as_str)
+        .unwrap_or_else(|| panic!("no error-reply report: {done:?}"))
+}
+
+#[tokio::test]
+async fn oom_refuses_every_write_with_oom_serves_reads_and_is_put_back() {
+    let w = world().await;
+    let mut c = conn(w.addr, 0).await;
+    let _: () = query(&mut c, &["SET", "acme", "7"]).await;
+    let faults = [Fault::Oom {}];
+    assert!(
+        w.player
+            .apply("p", &faults, &[], Duration::from_secs(5))
+            .await[0]
+            .is_ok()
+    );
+    assert_eq!(refused_with(&mut c, &["INCR", "acme"]).await, "OOM");
+    // A limiter's script is refused at its first write.
+    let script = "return redis.call('INCR', KEYS[1])";
+    assert_eq!(
+        refused_with(&mut c, &["EVAL", script, "1", "acme"]).await,
+        "OOM"
+    );
+    let read: String = query(&mut c, &["GET", "acme"]).await;
+    assert_eq!(read, "7", "reads still answer, and nothing was written");
+
+    let removed = w.player.remove("p", &faults, &[]).await;
+    let done = removed[0].as_ref().unwrap();
+    assert!(
+        error_report(done).contains("-OOM 2 (to eval 1, incr 2)"),
+        "the two refusals, and only those: {done:?}"
+    );
+    let maxmemory: Vec<String> = query(&mut c, &["CONFIG", "GET", "maxmemory"]).await;
+    assert_eq!(maxmemory[1], "0");
+    let n: i64 = query(&mut c, &["INCR", "acme"]).await;
+    assert_eq!(n, 8, "writes pass again");
+}
+
+#[tokio::test]
+async fn readonly_demotes_redis_to_a_replica_keeping_every_count_and_promotes_it_back() {
+    let w = world().await;
+    let mut c = conn(w.addr, 0).await;
+    for _ in 0..41 {
+        let _: i64 = query(&mut c, &["INCR", "acme"]).await;
+    }
+    let faults = [Fault::Readonly {}];
+    let applied = w
+        .player
+        .apply("p", &faults, &[], Duration::from_secs(5))
+        .await;
+    let done = applied[0].as_ref().unwrap();
+    assert!(done.reports[0].contains("demoted by FAILOVER"), "{done:?}");
+    // The same connection, opened before: what a client pinned to the old primary sees.
+    let role: Vec<redis::Value> = query(&mut c, &["ROLE"]).await;
+    assert_eq!(role[0], redis::Value::BulkString(b"slave".to_vec()));
+    assert_eq!(refused_with(&mut c, &["INCR", "acme"]).await, "READONLY");
+    let count: i64 = query(&mut c, &["GET", "acme"]).await;
+    assert_eq!(count, 41, "the count survived the swap");
+
+    let removed = w.player.remove("p", &faults, &[]).await;
+    let done = removed[0].as_ref().unwrap();
+    assert!(error_report(done).contains("-READONLY 1"), "{done:?}");
+    let n: i64 = query(&mut c, &["INCR", "acme"]).await;
+    assert_eq!(n, 42, "the primary again, with every count");
+    let role: Vec<redis::Value> = query(&mut c, &["ROLE"]).await;
+    assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
+}
+
+#[tokio::test]
+async fn busy_answers_every_other_client_busy_until_script_kill_ends_it() {
+    let w = world().await;
+    let mut c = conn(w.addr, 0).await;
+    let fault = Fault::Busy {
+        threshold: Duration::from_millis(10),
+    };
+    let faults = [fault.clone()];
+    assert!(
+        w.player
+            .apply("p", &faults, &[], Duration::from_secs(2))
+            .await[0]
+            .is_ok()
+    );
+    let (from, until) = (Instant::now(), Instant::now() + Duration::from_millis(800));
+    let cancel = CancellationToken::new();
+    let probe = async {
+        // Another client's commands while the script runs: each answered -BUSY, none held.
+        let mut c = conn(w.addr, 0).await;
+        let mut codes = Vec::new();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for _ in 0..5 {
+            let sent = Instant::now();
+            codes.push(refused_with(&mut c, &["GET", "acme"]).await);
+            assert!(
+                sent.elapsed() < Duration::from_millis(200),
+                "answered at once"
+            );
+        }
+        codes
+    };
+    let (outcomes, codes) = tokio::join!(w.player.ongoing(&fault, from, until, &cancel), probe);
+    assert_eq!(codes, ["BUSY"; 5]);
+    let done = outcomes[0].1.as_ref().unwrap();
+    assert!(done.reports[0].contains("SCRIPT KILL"), "{done:?}");
+    let pong: String = query(&mut c, &["PING"]).await;
+    assert_eq!(pong, "PONG", "free once the phase ended");
+
+    let removed = w.player.remove("p", &faults, &[]).await;
+    let done = removed[0].as_ref().unwrap();
+    assert!(error_report(done).contains("-BUSY "), "{done:?}");
+    let threshold: Vec<String> = query(&mut c, &["CONFIG", "GET", "busy-reply-threshold"]).await;
+    assert_eq!(threshold[1], "5000", "Redis's default put back");
+}
+
+#[tokio::test]
+async fn script_flush_drops_the_loaded_scripts_so_evalsha_answers_noscript() {
+    let w = world().await;
+    let mut c = conn(w.addr, 0).await;
+    let sha: String = query(&mut c, &["SCRIPT", "LOAD", "return 1"]).await;
+    let faults = [Fault::ScriptFlush {}];
+    assert!(
+        w.player
+            .apply("p", &faults, &[], Duration::from_secs(1))
+            .await[0]
+            .is_ok()
+    );
+    assert_eq!(
+        refused_with(&mut c, &["EVALSHA", &sha, "0"]).await,
+        "NOSCRIPT"
+    );
+    let removed = w.player.remove("p", &faults, &[]).await;
+    let done = removed[0].as_ref().unwrap();
+    assert!(
+        error_report(done).contains("-NOSCRIPT 1 (to evalsha 1)"),
+        "{done:?}"
+    );
+}

@@ -1,7 +1,9 @@
 //! A fault as a scenario writes it: `{ type = "down" }`, `{ type = "flap", period = "4s",
 //! down = "1s" }`, any Toxiproxy toxic (`{ type = "latency", latency_ms = 40 }`), or one
 //! inside the target's own Redis (`{ type = "redis-restart" }`, `{ type = "client-pause" }`,
-//! `{ type = "noisy-neighbour" }`, `{ type = "eviction" }`), or in the target's topology
+//! `{ type = "noisy-neighbour" }`, `{ type = "eviction" }`), one that makes that Redis answer
+//! with errors (`{ type = "oom" }`, `{ type = "readonly" }`, `{ type = "busy" }`,
+//! `{ type = "script-flush" }`), or in the target's topology
 //! (`{ type = "scale", to = 8 }`, `{ type = "kill-instance", instance = 1 }`).
 
 use std::fmt;
@@ -67,6 +69,26 @@ pub enum Fault {
         #[serde(default = "default_eviction_headroom")]
         headroom_bytes: u64,
     },
+    /// Redis out of memory for the phase: `maxmemory` below what it uses, under `noeviction`,
+    /// so every write (a limiter's script at its first write) is answered `-OOM` and reads
+    /// still work. Put back at the phase's end; the error replies are recorded.
+    Oom {},
+    /// The target's Redis demoted to a replica for the phase, as a client still pinned to the
+    /// old primary sees it after a failover: writes answered `-READONLY`, reads work. An empty
+    /// partner redis-server becomes its replica and syncs, then `FAILOVER` swaps their roles
+    /// (writes paused until the partner has them all), so no count is lost; swapped back the
+    /// same way at the phase's end.
+    Readonly {},
+    /// Another client runs a script that never ends, with Redis's busy threshold lowered to
+    /// `threshold`: every other command is answered `-BUSY` for the phase, until `SCRIPT
+    /// KILL` at its end.
+    Busy {
+        #[serde(default = "default_busy_threshold", with = "crate::duration")]
+        threshold: Duration,
+    },
+    /// `SCRIPT FLUSH` at the phase's start: every loaded script is gone, so a limiter calling
+    /// `EVALSHA` is answered `-NOSCRIPT` until it loads its script again.
+    ScriptFlush {},
     /// The target scaled to `to` instances at the phase's start: new ones, configured with
     /// `instance_count` (default: `to`, a deployment that knows its new size), join the
     /// balancer's rotation once ready; the newest leave it first and are then stopped. Scaled
@@ -93,6 +115,12 @@ pub enum Fault {
 fn default_neighbour_keys() -> u64 {
     // About 20 ms of Redis per full scan on this project's machine, with the CPU to itself.
     200_000
+}
+
+fn default_busy_threshold() -> Duration {
+    // Low, so other clients are answered -BUSY almost at once rather than held unanswered
+    // (Redis's default is 5 s).
+    Duration::from_millis(10)
 }
 
 fn default_eviction_policy() -> String {
@@ -124,6 +152,10 @@ const NATIVE_TYPES: &[&str] = &[
     "client-pause",
     "noisy-neighbour",
     "eviction",
+    "oom",
+    "readonly",
+    "busy",
+    "script-flush",
     "scale",
     "kill-instance",
 ];
@@ -201,6 +233,7 @@ impl Fault {
                     mode: PauseMode::All
                 }
                 | Self::RedisRestart { .. }
+                | Self::Busy { .. }
         )
     }
 
@@ -211,6 +244,7 @@ impl Fault {
             Self::Flap { .. }
                 | Self::NoisyNeighbour { .. }
                 | Self::Eviction { .. }
+                | Self::Busy { .. }
                 | Self::KillInstance {
                     restart: Some(_),
                     ..
@@ -240,10 +274,14 @@ impl Fault {
     }
 
     /// Signals the target's redis-server process itself (SIGSTOP, SIGKILL and a new process on
-    /// the same port), which only a Redis failmode runs as its child process has: not an
-    /// attached deployment's, not one in a container (`--infra docker`).
+    /// the same port), or starts a partner server beside it on loopback (`readonly`), which
+    /// only a Redis failmode runs as its child process has: not an attached deployment's, not
+    /// one in a container (`--infra docker`).
     pub fn needs_redis_process(&self) -> bool {
-        matches!(self, Self::Stall {} | Self::RedisRestart { .. })
+        matches!(
+            self,
+            Self::Stall {} | Self::RedisRestart { .. } | Self::Readonly {}
+        )
     }
 
     /// Starts or stops the target's instances.
@@ -288,6 +326,16 @@ impl fmt::Display for Fault {
                 headroom_bytes / 1024,
                 value_bytes / 1024
             ),
+            Self::Oom {} => f.write_str("oom (maxmemory below use, noeviction: -OOM)"),
+            Self::Readonly {} => {
+                f.write_str("readonly (demoted to a replica by FAILOVER: -READONLY)")
+            }
+            Self::Busy { threshold } => write!(
+                f,
+                "busy (an endless script, busy threshold {}: -BUSY)",
+                humantime::format_duration(*threshold)
+            ),
+            Self::ScriptFlush {} => f.write_str("script-flush (SCRIPT FLUSH: -NOSCRIPT)"),
             Self::Flap { period, down } => write!(
                 f,
                 "flap: down {} every {}",
@@ -348,6 +396,10 @@ mod tests {
                 { type = "client-pause", mode = "write" },
                 { type = "noisy-neighbour", keys = 1000 },
                 { type = "eviction", rate = 50 },
+                { type = "oom" },
+                { type = "readonly" },
+                { type = "busy", threshold = "20ms" },
+                { type = "script-flush" },
             ]"#,
         )
         .unwrap();
@@ -399,6 +451,24 @@ mod tests {
         );
         assert!(faults[7].to_string().contains("WRITE") && !faults[7].silences_redis());
         assert!(faults[6].silences_redis() && faults[9].is_ongoing());
+        assert_eq!(faults[10], Fault::Oom {});
+        assert_eq!(faults[11], Fault::Readonly {});
+        assert_eq!(
+            faults[12],
+            Fault::Busy {
+                threshold: Duration::from_millis(20)
+            }
+        );
+        assert_eq!(faults[13], Fault::ScriptFlush {});
+        // A busy Redis answers nothing but -BUSY, so it is read before and it runs throughout.
+        assert!(faults[12].silences_redis() && faults[12].is_ongoing());
+        assert!(!faults[10].silences_redis() && !faults[11].silences_redis());
+        assert_eq!(
+            faults[12].to_string(),
+            "busy (an endless script, busy threshold 20ms: -BUSY)"
+        );
+        // None of them is played on a deployment failmode attached to.
+        assert!(faults[10..].iter().all(|f| !f.attachable()));
     }
 
     #[test]
@@ -409,13 +479,14 @@ mod tests {
     }
 
     #[test]
-    fn only_stall_and_redis_restart_need_failmodes_own_redis_process() {
+    fn only_stall_redis_restart_and_readonly_need_failmodes_own_redis_process() {
         let faults = parse(
             r#"faults = [
                 { type = "down" }, { type = "hang" }, { type = "flap", period = "4s", down = "1s" },
                 { type = "latency", latency_ms = 40 }, { type = "stall" }, { type = "redis-restart" },
                 { type = "client-pause" }, { type = "noisy-neighbour" }, { type = "eviction" },
-                { type = "scale", to = 2 }, { type = "kill-instance" },
+                { type = "scale", to = 2 }, { type = "kill-instance" }, { type = "oom" },
+                { type = "readonly" }, { type = "busy" }, { type = "script-flush" },
             ]"#,
         )
         .unwrap();
@@ -428,7 +499,8 @@ mod tests {
             needing,
             [
                 "stall (redis-server stopped)",
-                "redis-restart (killed, started again empty)"
+                "redis-restart (killed, started again empty)",
+                "readonly (demoted to a replica by FAILOVER: -READONLY)"
             ]
         );
     }

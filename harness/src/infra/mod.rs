@@ -4,7 +4,8 @@
 //! (`guard`) when the harness dies without dropping it; or, with the cargo
 //! feature `docker` and `--infra docker`, containers at the pinned images (`containers`,
 //! `images`). And the clients that speak to them: Toxiproxy's HTTP API (`toxiproxy`) and
-//! the commands that are faults inside a Redis (`redis_native`). Nothing here knows what a
+//! the commands that are faults inside a Redis (`redis_native`, and `redis_errors` for those
+//! that make it answer with errors). Nothing here knows what a
 //! scenario or a fault is: the layers above say what to break, this says how.
 
 pub mod backend;
@@ -15,6 +16,7 @@ pub mod images;
 pub mod process;
 pub mod programs;
 pub mod redis;
+pub mod redis_errors;
 pub mod redis_native;
 pub mod sockets;
 pub mod toxiproxy;

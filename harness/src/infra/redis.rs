@@ -83,6 +83,12 @@ impl RedisServer {
         .await
     }
 
+    /// Another empty redis-server beside this one (same folder, `<name>-partner` log), for a
+    /// fault that needs a second server, e.g. to become this one's primary.
+    pub async fn start_partner(&self) -> Result<Self, InfraError> {
+        Self::start(&format!("{}-partner", self.name), &self.dir).await
+    }
+
     pub fn port(&self) -> u16 {
         self.addr.port()
     }

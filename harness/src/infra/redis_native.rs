@@ -35,7 +35,16 @@ pub struct RedisCommandError {
 }
 
 impl RedisCommandError {
-    fn new(op: &str, addr: SocketAddr, e: redis::RedisError) -> Self {
+    /// A command that answered, but not as the fault needs.
+    pub(super) fn detail(op: &str, addr: SocketAddr, detail: String) -> Self {
+        Self {
+            op: op.to_owned(),
+            addr,
+            detail,
+        }
+    }
+
+    pub(super) fn new(op: &str, addr: SocketAddr, e: redis::RedisError) -> Self {
         Self {
             op: op.to_owned(),
             addr,
@@ -53,9 +62,22 @@ pub enum PauseMode {
     Write,
 }
 
-async fn connect(addr: SocketAddr, db: i64) -> Result<MultiplexedConnection, RedisCommandError> {
-    let client = redis::Client::open(format!("redis://{addr}/{db}"))
+/// A client of database `db` that does not announce itself with `CLIENT SETINFO`, which
+/// Redis before 7.2 answers `-ERR`: the faults count Redis's error replies, and failmode's own
+/// connections must not add to them.
+pub(super) fn client(addr: SocketAddr, db: i64) -> Result<redis::Client, RedisCommandError> {
+    let info = redis::IntoConnectionInfo::into_connection_info(format!("redis://{addr}/{db}"))
         .map_err(|e| RedisCommandError::new("connect", addr, e))?;
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    redis::Client::open(info.set_redis_settings(settings))
+        .map_err(|e| RedisCommandError::new("connect", addr, e))
+}
+
+pub(super) async fn connect(
+    addr: SocketAddr,
+    db: i64,
+) -> Result<MultiplexedConnection, RedisCommandError> {
+    let client = client(addr, db)?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(COMMAND_TIMEOUT))
         .set_response_timeout(Some(COMMAND_TIMEOUT));
@@ -65,7 +87,7 @@ async fn connect(addr: SocketAddr, db: i64) -> Result<MultiplexedConnection, Red
         .map_err(|e| RedisCommandError::new("connect", addr, e))
 }
 
-async fn run<T: redis::FromRedisValue>(
+pub(super) async fn run<T: redis::FromRedisValue>(
     conn: &mut MultiplexedConnection,
     addr: SocketAddr,
     cmd: &redis::Cmd,
@@ -202,7 +224,7 @@ pub struct MemorySettings {
     pub evicted_before: u64,
 }
 
-async fn config_get(
+pub(super) async fn config_get(
     conn: &mut MultiplexedConnection,
     addr: SocketAddr,
     key: &str,
@@ -217,7 +239,7 @@ async fn config_get(
     })
 }
 
-async fn config_set(
+pub(super) async fn config_set(
     conn: &mut MultiplexedConnection,
     addr: SocketAddr,
     key: &str,
@@ -266,14 +288,23 @@ pub async fn squeeze_memory(
     Ok(saved)
 }
 
+/// Puts `maxmemory` and its policy back as they were.
+pub(super) async fn restore_memory(
+    conn: &mut MultiplexedConnection,
+    addr: SocketAddr,
+    saved: &MemorySettings,
+) -> Result<(), RedisCommandError> {
+    config_set(conn, addr, "maxmemory", &saved.maxmemory).await?;
+    config_set(conn, addr, "maxmemory-policy", &saved.policy).await
+}
+
 /// Puts the memory settings back, drops the filler, and says how many keys were evicted.
 pub async fn release_memory(
     addr: SocketAddr,
     saved: &MemorySettings,
 ) -> Result<u64, RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
-    config_set(&mut conn, addr, "maxmemory", &saved.maxmemory).await?;
-    config_set(&mut conn, addr, "maxmemory-policy", &saved.policy).await?;
+    restore_memory(&mut conn, addr, saved).await?;
     let evicted = info_field(addr, "stats", "evicted_keys").await?;
     let filler: Vec<String> = {
         let mut cmd = redis::cmd("KEYS");

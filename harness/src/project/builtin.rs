@@ -4,7 +4,7 @@
 //! A unit test keeps [`SCENARIOS`] equal to `scenarios/`: a new scenario cannot be forgotten.
 
 /// The shipped scenarios, `scenarios/NAME.toml`, by name.
-pub(crate) const SCENARIOS: [(&str, &str); 14] = [
+pub(crate) const SCENARIOS: [(&str, &str); 19] = [
     ("baseline", include_str!("../../../scenarios/baseline.toml")),
     (
         "client-pause",
@@ -26,8 +26,24 @@ pub(crate) const SCENARIOS: [(&str, &str); 14] = [
     ),
     ("peers", include_str!("../../../scenarios/peers.toml")),
     (
+        "peers-errors",
+        include_str!("../../../scenarios/peers-errors.toml"),
+    ),
+    (
+        "redis-busy",
+        include_str!("../../../scenarios/redis-busy.toml"),
+    ),
+    (
         "redis-down",
         include_str!("../../../scenarios/redis-down.toml"),
+    ),
+    (
+        "redis-oom",
+        include_str!("../../../scenarios/redis-oom.toml"),
+    ),
+    (
+        "redis-readonly",
+        include_str!("../../../scenarios/redis-readonly.toml"),
     ),
     (
         "redis-restart",
@@ -40,6 +56,10 @@ pub(crate) const SCENARIOS: [(&str, &str); 14] = [
     (
         "scale-out-outage",
         include_str!("../../../scenarios/scale-out-outage.toml"),
+    ),
+    (
+        "script-flush",
+        include_str!("../../../scenarios/script-flush.toml"),
     ),
     (
         "slow-redis",

@@ -200,15 +200,22 @@ faults = [{faults}]
             r#"{ type = "down" }, { type = "hang" }, { type = "flap", period = "1s", down = "200ms" },
                { type = "latency", latency_ms = 5 }, { type = "client-pause" },
                { type = "noisy-neighbour" }, { type = "eviction" }, { type = "scale", to = 2 },
-               { type = "kill-instance" }"#,
+               { type = "kill-instance" }, { type = "oom" }, { type = "busy" },
+               { type = "script-flush" }"#,
         );
-        for fault in [r#"{ type = "stall" }"#, r#"{ type = "redis-restart" }"#] {
+        for fault in [
+            r#"{ type = "stall" }"#,
+            r#"{ type = "redis-restart" }"#,
+            r#"{ type = "readonly" }"#,
+        ] {
             let refused = scenario(&format!(r#"{{ type = "down" }}, {fault}"#));
             match docker_refusal(&refused) {
                 Some(RunError::NotInContainers { phase, fault }) if cfg!(feature = "docker") => {
                     assert_eq!(phase, "fault");
                     assert!(
-                        fault.starts_with("stall") || fault.starts_with("redis-restart"),
+                        ["stall", "redis-restart", "readonly"]
+                            .iter()
+                            .any(|f| fault.starts_with(f)),
                         "{fault}"
                     );
                 }

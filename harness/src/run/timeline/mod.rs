@@ -3,6 +3,7 @@
 //! [`Player`], on every target at once), and the targets' counters read once, so one reading
 //! ends a phase and starts the next.
 
+mod inside;
 mod player;
 mod step;
 

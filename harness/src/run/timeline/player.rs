@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::step::{Done, FaultError, Op, Step};
+use super::step::{Done, FaultError, Op, SavedByFault, Step};
 use crate::faults::Fault;
 use crate::infra::redis::SharedRedis;
-use crate::infra::redis_native::{self, MemorySettings};
+use crate::infra::redis_errors;
+use crate::infra::redis_native;
 use crate::infra::toxiproxy::Toxiproxy;
 use crate::targets::{Fleet, FleetError};
 use crate::wait::sleep_until;
@@ -38,8 +39,8 @@ pub struct Player {
     /// Per proxy, the Redis behind it as the faults that are commands reach it: failmode's own
     /// process or container, or an attached deployment's (which takes only `CLIENT PAUSE`).
     redis_addrs: Vec<Option<SocketAddr>>,
-    /// What `eviction` changed on each Redis, to put back at its end.
-    saved_memory: Arc<std::sync::Mutex<Vec<Option<MemorySettings>>>>,
+    /// What the faults inside each Redis changed there, to put back at their end.
+    saved: Arc<SavedByFault>,
     /// Per proxy, the target's instances, for the faults in its topology.
     fleets: Vec<Option<Arc<Fleet>>>,
     /// Per proxy, its size before `scale`, to scale back to at its end.
@@ -61,7 +62,6 @@ async fn in_slot_order(mut tasks: JoinSet<(usize, Outcome)>) -> Vec<(usize, Outc
 impl Player {
     pub fn new(toxiproxy: Toxiproxy, proxies: Vec<String>) -> Self {
         let redis = vec![None; proxies.len()];
-        let saved_memory = Arc::new(std::sync::Mutex::new(vec![None; proxies.len()]));
         Self {
             toxiproxy,
             redis_addrs: vec![None; proxies.len()],
@@ -69,7 +69,7 @@ impl Player {
             sizes_before: Arc::new(std::sync::Mutex::new(vec![None; proxies.len()])),
             proxies,
             redis,
-            saved_memory,
+            saved: Arc::default(),
         }
     }
 
@@ -145,7 +145,7 @@ impl Player {
                         redis_addr: player.redis_addrs.get(slot).copied().flatten(),
                         fleet: player.fleets.get(slot).and_then(Option::as_ref),
                         sizes_before: &player.sizes_before,
-                        saved_memory: &player.saved_memory,
+                        saved: &player.saved,
                         slot,
                         name: toxic_name(&phase, i),
                         length,
@@ -222,6 +222,15 @@ impl Player {
                                 value_bytes / 1024
                             ));
                         }),
+                    Fault::Busy { .. } => {
+                        redis_errors::hold_with_script(addr, from, until, &cancel)
+                            .await
+                            .map(|report| {
+                                // EVAL, SCRIPT KILL and the PINGs before Redis was busy.
+                                done.commands = 2;
+                                done.reports.push(report.to_string());
+                            })
+                    }
                     _ => Ok(()),
                 };
                 done.at = Some(Instant::now());

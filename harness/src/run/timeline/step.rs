@@ -1,14 +1,18 @@
 //! One fault applied to or removed from one target, by what it acts on: the target's proxy,
-//! its redis-server process, its instances, or commands sent to its Redis; what a step reports,
-//! and what it can fail with.
+//! its redis-server process, its instances, or commands sent to its Redis (those that change
+//! its settings or role for a phase are in `inside`); what a step reports, what it keeps to
+//! put back, and what it can fail with.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::faults::Fault;
 use crate::infra::InfraError;
+use crate::infra::RedisServer;
 use crate::infra::redis::SharedRedis;
+use crate::infra::redis_errors::ErrorCounts;
 use crate::infra::redis_native::{self, MemorySettings, RedisCommandError};
 use crate::infra::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
 use crate::targets::{Fleet, FleetError};
@@ -49,6 +53,29 @@ pub struct Done {
     pub commands: u64,
 }
 
+/// What a fault inside a Redis changed there, to put back at its end, and the error replies
+/// Redis had given when it began (so its end can say how many the fault caused).
+#[derive(Debug)]
+pub(super) struct Saved {
+    pub(super) errors: ErrorCounts,
+    pub(super) undo: Undo,
+}
+
+/// What putting a fault inside a Redis back takes.
+#[derive(Debug)]
+pub(super) enum Undo {
+    Nothing,
+    /// `maxmemory` and its policy as they were.
+    Memory(MemorySettings),
+    /// The busy threshold's setting and its value before.
+    Threshold((String, String)),
+    /// The partner server the target's Redis was demoted under, to swap back and stop.
+    Partner(Box<RedisServer>),
+}
+
+/// Per target (slot) and fault (its toxic name), what its step saved.
+pub(super) type SavedByFault = std::sync::Mutex<HashMap<(usize, String), Saved>>;
+
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Op {
     Apply,
@@ -63,19 +90,19 @@ pub(super) struct Step<'a> {
     pub(super) redis_addr: Option<SocketAddr>,
     pub(super) fleet: Option<&'a Arc<Fleet>>,
     pub(super) sizes_before: &'a std::sync::Mutex<Vec<Option<usize>>>,
-    pub(super) saved_memory: &'a std::sync::Mutex<Vec<Option<MemorySettings>>>,
+    pub(super) saved: &'a SavedByFault,
     pub(super) slot: usize,
     pub(super) name: String,
     pub(super) length: Duration,
 }
 
 impl Step<'_> {
-    fn redis(&self, fault: &Fault) -> Result<&SharedRedis, FaultError> {
+    pub(super) fn redis(&self, fault: &Fault) -> Result<&SharedRedis, FaultError> {
         self.redis
             .ok_or_else(|| FaultError::NoRedis(fault.to_string()))
     }
 
-    fn redis_addr(&self, fault: &Fault) -> Result<SocketAddr, FaultError> {
+    pub(super) fn redis_addr(&self, fault: &Fault) -> Result<SocketAddr, FaultError> {
         self.redis_addr
             .ok_or_else(|| FaultError::NoRedis(fault.to_string()))
     }
@@ -102,9 +129,14 @@ impl Step<'_> {
             Fault::Scale { .. } | Fault::KillInstance { .. } => {
                 self.on_fleet(fault, op, done).await
             }
-            Fault::ClientPause { .. } | Fault::NoisyNeighbour { .. } | Fault::Eviction { .. } => {
+            Fault::ClientPause { .. } | Fault::NoisyNeighbour { .. } => {
                 self.by_command(fault, op, done).await
             }
+            Fault::Eviction { .. }
+            | Fault::Oom {}
+            | Fault::Readonly {}
+            | Fault::Busy { .. }
+            | Fault::ScriptFlush {} => self.inside_redis(fault, op, done).await,
         }
     }
 
@@ -225,7 +257,8 @@ impl Step<'_> {
         Ok(())
     }
 
-    /// The faults that are commands sent to the Redis: pauses, a noisy neighbour, eviction.
+    /// The faults that are commands sent to the Redis and change nothing to put back: pauses,
+    /// a noisy neighbour.
     async fn by_command(&self, fault: &Fault, op: Op, done: &mut Done) -> Result<(), FaultError> {
         match (fault, op) {
             (Fault::ClientPause { mode }, Op::Apply) => {
@@ -244,34 +277,6 @@ impl Step<'_> {
             (Fault::NoisyNeighbour { .. }, Op::Remove) => {
                 redis_native::clear_neighbour(self.redis_addr(fault)?).await?;
                 done.commands += 1;
-            }
-            (
-                Fault::Eviction {
-                    policy,
-                    headroom_bytes,
-                    ..
-                },
-                Op::Apply,
-            ) => {
-                let addr = self.redis_addr(fault)?;
-                let saved = redis_native::squeeze_memory(addr, policy, *headroom_bytes).await?;
-                done.commands += 6;
-                self.saved_memory.lock().unwrap_or_else(|e| e.into_inner())[self.slot] =
-                    Some(saved);
-            }
-            (Fault::Eviction { .. }, Op::Remove) => {
-                let addr = self.redis_addr(fault)?;
-                let saved =
-                    self.saved_memory.lock().unwrap_or_else(|e| e.into_inner())[self.slot].take();
-                if let Some(saved) = saved {
-                    let evicted = redis_native::release_memory(addr, &saved).await?;
-                    done.commands += 6;
-                    done.reports.push(format!(
-                        "eviction: {evicted} keys evicted (INFO evicted_keys); maxmemory {} \
-                         and {} put back",
-                        saved.maxmemory, saved.policy
-                    ));
-                }
             }
             // `run` routes every other fault to its own family: one here is a routing mistake.
             _ => unreachable!("{fault} is not routed here by Step::run"),

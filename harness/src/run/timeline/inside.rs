@@ -1,0 +1,157 @@
+//! The faults inside a target's Redis that change its settings or its role for a phase and
+//! put them back at its end: eviction's memory cap, out of memory, demoted to a replica, busy
+//! with a script, its scripts flushed. Each reads Redis's error replies when it begins and
+//! says at its end how many, of which code, Redis gave meanwhile: what the limiter met.
+
+use std::net::SocketAddr;
+
+use super::step::{Done, FaultError, Op, Saved, Step, Undo};
+use crate::faults::Fault;
+use crate::infra::redis_errors::{self, errors_between};
+use crate::infra::redis_native;
+
+/// The fault's `type`, to begin its report with.
+fn label(fault: &Fault) -> &'static str {
+    match fault {
+        Fault::Eviction { .. } => "eviction",
+        Fault::Oom {} => "oom",
+        Fault::Readonly {} => "readonly",
+        Fault::Busy { .. } => "busy",
+        Fault::ScriptFlush {} => "script-flush",
+        _ => "fault",
+    }
+}
+
+impl Step<'_> {
+    /// Applies `fault` (saving what it changed and Redis's error count), or puts it back and
+    /// reports the error replies since.
+    pub(super) async fn inside_redis(
+        &self,
+        fault: &Fault,
+        op: Op,
+        done: &mut Done,
+    ) -> Result<(), FaultError> {
+        let addr = self.redis_addr(fault)?;
+        let key = (self.slot, self.name.clone());
+        match op {
+            Op::Apply => {
+                let errors = redis_errors::error_counts(addr).await?;
+                let undo = self.change(fault, addr, done).await?;
+                self.saved
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, Saved { errors, undo });
+            }
+            Op::Remove => {
+                let saved = self
+                    .saved
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+                // Never applied (its apply failed, and said so): nothing to put back.
+                let Some(saved) = saved else { return Ok(()) };
+                self.put_back(fault, addr, saved.undo, done).await?;
+                let after = redis_errors::error_counts(addr).await?;
+                done.reports.push(format!(
+                    "{}: Redis's error replies to every client: {} (INFO errorstats)",
+                    label(fault),
+                    errors_between(&saved.errors, &after)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the change; counts the commands it ran on the target's Redis itself.
+    async fn change(
+        &self,
+        fault: &Fault,
+        addr: SocketAddr,
+        done: &mut Done,
+    ) -> Result<Undo, FaultError> {
+        Ok(match fault {
+            Fault::Eviction {
+                policy,
+                headroom_bytes,
+                ..
+            } => {
+                let saved = redis_native::squeeze_memory(addr, policy, *headroom_bytes).await?;
+                done.commands += 4;
+                Undo::Memory(saved)
+            }
+            Fault::Oom {} => {
+                let saved = redis_errors::exhaust_memory(addr).await?;
+                done.commands += 4;
+                Undo::Memory(saved)
+            }
+            Fault::Busy { threshold } => {
+                let before = redis_errors::lower_busy_threshold(addr, *threshold).await?;
+                done.commands += 2;
+                // The script itself runs beside the load for the whole phase (`ongoing`).
+                Undo::Threshold(before)
+            }
+            Fault::ScriptFlush {} => {
+                redis_errors::flush_scripts(addr).await?;
+                done.commands += 1;
+                Undo::Nothing
+            }
+            Fault::Readonly {} => {
+                let partner = self.redis(fault)?.lock().await.start_partner().await?;
+                if let Err(e) = redis_errors::demote(addr, partner.addr()).await {
+                    // Half done (the partner a replica, or the roles mid-swap): the target
+                    // must stay the primary its limiter writes to.
+                    let _ = redis_errors::promote_back(addr, partner.addr()).await;
+                    return Err(e.into());
+                }
+                // CONFIG SET and FAILOVER; the partner's own commands run on the partner.
+                done.commands += 2;
+                done.reports.push(format!(
+                    "readonly: redis-server {addr} demoted by FAILOVER to a replica of a partner \
+                     at {} (the partner synced first: no count lost)",
+                    partner.addr()
+                ));
+                Undo::Partner(Box::new(partner))
+            }
+            _ => unreachable!("{fault} is not routed here by Step::run"),
+        })
+    }
+
+    async fn put_back(
+        &self,
+        fault: &Fault,
+        addr: SocketAddr,
+        undo: Undo,
+        done: &mut Done,
+    ) -> Result<(), FaultError> {
+        match undo {
+            Undo::Nothing => {}
+            Undo::Memory(saved) => {
+                let evicted = redis_native::release_memory(addr, &saved).await?;
+                done.commands += 3;
+                // Under `oom`'s noeviction nothing is evicted: its report is the -OOM replies.
+                if matches!(fault, Fault::Eviction { .. }) || evicted > 0 {
+                    done.reports.push(format!(
+                        "{}: {evicted} keys evicted (INFO evicted_keys); maxmemory {} and {} put \
+                         back",
+                        label(fault),
+                        saved.maxmemory,
+                        saved.policy
+                    ));
+                }
+            }
+            Undo::Threshold(before) => {
+                redis_errors::restore_busy_threshold(addr, &before).await?;
+                done.commands += 1;
+            }
+            Undo::Partner(mut partner) => {
+                redis_errors::promote_back(addr, partner.addr()).await?;
+                partner.stop().await?;
+                done.reports.push(format!(
+                    "readonly: redis-server {addr} the primary again by FAILOVER, the partner \
+                     stopped"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
