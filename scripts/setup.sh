@@ -8,7 +8,7 @@ say() { printf 'setup: %s\n' "$*"; }
 # `scripts/setup.sh` sets up everything; `scripts/setup.sh node python` only those parts
 # (target manifests call it that way as their build step).
 PARTS=("$@")
-if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(redis toxiproxy node python go java nginx hdrhistogram); fi
+if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(redis toxiproxy node python go rust java nginx hdrhistogram); fi
 
 # A dependency folder is current when the digest of the lockfile it was installed from is
 # the one stamped inside it.
@@ -99,8 +99,10 @@ setup_python() {
   digest "$req" >"$stamp"
 }
 
-# The Go peer targets (targets/go/*): each one's build.sh builds its pinned module into
-# .tools/bin, only when its sources or go.sum changed.
+# The Go peer targets (targets/go/*: envoy-ratelimit, redis-rate, traefik-ratelimit): each one's
+# build.sh builds its pinned module into .tools/bin, only when its sources or go.sum changed.
+# traefik-ratelimit's first build on a machine is the long one (much of Traefik: ~15 min of CPU,
+# 3 GB of memory); later ones come from Go's build cache.
 setup_go() {
   local script
   for script in targets/go/*/build.sh; do
@@ -110,6 +112,21 @@ setup_go() {
       exit 1
     fi
     "$script" | sed 's/^/setup: /'
+  done
+}
+
+# The Rust peer targets (targets/rust/*): each one's build.sh builds its own cargo project
+# (exact versions in its Cargo.lock, `--locked`) into .tools/bin, only when its sources or
+# Cargo.lock changed. The cargo that builds failmode builds them.
+setup_rust() {
+  local script
+  for script in targets/rust/*/build.sh; do
+    [ -x "$script" ] || continue
+    if ! command -v cargo >/dev/null 2>&1; then
+      say "the Rust targets need Rust 1.88 or later with cargo, which is not installed (https://rustup.rs/)"
+      exit 1
+    fi
+    "$script" 2>&1 | sed 's/^/setup: /'
   done
 }
 
@@ -161,9 +178,10 @@ for part in "${PARTS[@]}"; do
     node) setup_node ;;
     python) setup_python ;;
     go) setup_go ;;
+    rust) setup_rust ;;
     java) setup_java ;;
     nginx) setup_nginx ;;
     hdrhistogram) setup_hdrhistogram ;;
-    *) say "unknown part '$part' (known: redis toxiproxy node python go java nginx hdrhistogram)"; exit 64 ;;
+    *) say "unknown part '$part' (known: redis toxiproxy node python go rust java nginx hdrhistogram)"; exit 64 ;;
   esac
 done
