@@ -49,6 +49,12 @@ peers *ARGS: setup build
     target/release/failmode run peers --no-build --batch 4 {{ARGS}}
     target/release/failmode outcomes results/latest --out docs/peers.md --regenerate "just peers{{ if ARGS == "" { "" } else { " " + ARGS } }}"
 
+# The same targets as `peers` through Redis's error replies (-OOM, -READONLY, -BUSY, -NOSCRIPT),
+# four at a time (about 17 minutes); regenerates docs/peers-errors.md from the run.
+peers-errors *ARGS: setup build
+    target/release/failmode run peers-errors --no-build --batch 4 {{ARGS}}
+    target/release/failmode outcomes results/latest --out docs/peers-errors.md --regenerate "just peers-errors{{ if ARGS == "" { "" } else { " " + ARGS } }}"
+
 # List the scenarios and the targets.
 list: build
     target/release/failmode list

@@ -1,9 +1,10 @@
 //! The whole `peers` scenario as `just peers` runs it — every target, four at a time, through
-//! the slow, hung, stalled and cut Redis — scaled down to a fifth so that it fits in CI, then
-//! `failmode outcomes` on its results. Proves the full comparison runs end to end on this
-//! machine, that every target is healthy before the faults, and that the statements from the
-//! seeds about what each library does with its store gone hold at this scale too. Needs
-//! `just setup` (the peer targets' packages and builds).
+//! the slow, hung, stalled and cut Redis — and `peers-errors` as `just peers-errors` runs it
+//! (Redis answering -OOM, -READONLY, -BUSY and -NOSCRIPT), each scaled down to a fifth so that
+//! it fits in CI, then `failmode outcomes` on its results. Proves the full comparisons run end
+//! to end on this machine, that every target is healthy before the faults, and that the
+//! statements from the seeds and the libraries' sources about what each does with its store
+//! failing hold at this scale too. Needs `just setup` (the peer targets' packages and builds).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,14 +18,31 @@ use support::{failmode, workspace};
 /// 1 % bars to the few requests that race the fault being applied.
 const SCALE: &str = "0.2";
 
+/// One whole run at a time: two at once would measure the machine.
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn the_peers_scenario_runs_every_target_through_every_fault_and_confirms_the_seeds_outage_claims() {
+    every_target_through_every_fault("peers", &["slow", "hung", "stalled", "fault"]);
+}
+
+#[test]
+fn the_peers_errors_scenario_runs_every_target_through_every_error_reply_and_confirms_its_claims() {
+    every_target_through_every_fault("peers-errors", &["oom", "readonly", "busy", "fault"]);
+}
+
+/// Runs scenario `name` on every target as its `just` recipe does, and checks its outcomes:
+/// a table per fault phase in `faults`, a row per target, every claim confirmed.
+fn every_target_through_every_fault(name: &str, faults: &[&str]) {
+    let _alone = ONE_RUN_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let out = tempfile::tempdir().unwrap();
-    let folder = out.path().join("peers");
+    let folder = out.path().join(name);
     let folder_arg = folder.to_str().unwrap();
     let ran = failmode(&[
         "run",
-        "peers",
+        name,
         "--batch",
         "4",
         "--duration-scale",
@@ -35,18 +53,19 @@ fn the_peers_scenario_runs_every_target_through_every_fault_and_confirms_the_see
     let said = String::from_utf8_lossy(&ran.stderr);
     assert!(
         ran.status.success(),
-        "failmode run peers: {}\n{said}",
+        "failmode run {name}: {}\n{said}",
         ran.status
     );
 
-    let table = folder.join("peers.md");
+    let table = folder.join(format!("{name}.md"));
+    let regenerate = format!("just {name}");
     let written = failmode(&[
         "outcomes",
         folder_arg,
         "--out",
         table.to_str().unwrap(),
         "--regenerate",
-        "just peers",
+        &regenerate,
     ]);
     assert!(
         written.status.success(),
@@ -54,7 +73,14 @@ fn the_peers_scenario_runs_every_target_through_every_fault_and_confirms_the_see
         String::from_utf8_lossy(&written.stderr)
     );
 
-    let scenario = Scenario::load(&workspace().join("scenarios/peers.toml")).unwrap();
+    let scenario = Scenario::load(&workspace().join(format!("scenarios/{name}.toml"))).unwrap();
+    let peers = Scenario::load(&workspace().join("scenarios/peers.toml")).unwrap();
+    let names = |s: &Scenario| s.targets.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&scenario),
+        names(&peers),
+        "{name} runs the peers' targets"
+    );
     let o = outcomes::read(&folder).unwrap();
     let ran_names: Vec<&str> = o.run.targets.iter().map(|t| t.name.as_str()).collect();
     let expected: Vec<&str> = scenario.targets.iter().map(|t| t.name.as_str()).collect();
@@ -82,7 +108,7 @@ fn the_peers_scenario_runs_every_target_through_every_fault_and_confirms_the_see
             .iter()
             .map(|t| t.phase.as_str())
             .collect::<Vec<_>>(),
-        ["slow", "hung", "stalled", "fault"],
+        faults,
         "one table per fault"
     );
     for table in &o.tables {
@@ -100,7 +126,7 @@ fn the_peers_scenario_runs_every_target_through_every_fault_and_confirms_the_see
     assert_eq!(
         o.claims.len(),
         scenario.claims.len(),
-        "every claim of peers.toml is judged"
+        "every claim of {name}.toml is judged"
     );
     for claim in &o.claims {
         assert_eq!(
@@ -120,7 +146,7 @@ fn the_peers_scenario_runs_every_target_through_every_fault_and_confirms_the_see
         );
     }
     assert!(
-        markdown.contains("just peers"),
+        markdown.contains(&regenerate),
         "the command that regenerates it"
     );
 }
