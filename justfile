@@ -43,14 +43,14 @@ gate NAME *ARGS: setup-core build
 
 # The reference beside the Node.js, Python, Go and Java limiters people deploy and NGINX's
 # store-less limit_req, through a slow, a hung, a stalled and a cut Redis; regenerates
-# docs/peers.md from the run. Four targets at a time (five batches, about 18 minutes): eleven
+# docs/peers.md from the run. Four targets at a time (six batches, about 22 minutes): eleven
 # at once saturated 2 cores. Flags go to `failmode run`.
 peers *ARGS: setup build
     target/release/failmode run peers --no-build --batch 4 {{ARGS}}
     target/release/failmode outcomes results/latest --out docs/peers.md --regenerate "just peers{{ if ARGS == "" { "" } else { " " + ARGS } }}"
 
 # The same targets as `peers` through Redis's error replies (-OOM, -READONLY, -BUSY, -NOSCRIPT),
-# four at a time (about 17 minutes); regenerates docs/peers-errors.md from the run.
+# four at a time (six batches, about 18 minutes); regenerates docs/peers-errors.md from the run.
 peers-errors *ARGS: setup build
     target/release/failmode run peers-errors --no-build --batch 4 {{ARGS}}
     target/release/failmode outcomes results/latest --out docs/peers-errors.md --regenerate "just peers-errors{{ if ARGS == "" { "" } else { " " + ARGS } }}"

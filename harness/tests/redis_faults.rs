@@ -41,6 +41,19 @@ async fn world() -> World {
     }
 }
 
+/// Applies `faults` for a phase `length` long, and fails the test if they were not.
+async fn applied(
+    w: &World,
+    phase: &str,
+    faults: &[Fault],
+    length: Duration,
+) -> failmode::run::timeline::Done {
+    let mut outcomes = w.player.apply(phase, faults, &[], length).await;
+    outcomes
+        .remove(0)
+        .unwrap_or_else(|e| panic!("{faults:?} not applied: {e}"))
+}
+
 /// A connection that waits as long as Redis makes it (the crate's own reply timeout is off):
 /// the waits are what these tests measure, each bounded where it is measured.
 async fn conn(addr: std::net::SocketAddr, db: i64) -> MultiplexedConnection {
@@ -86,11 +99,7 @@ async fn redis_restart_kills_the_server_and_starts_an_empty_one_on_the_same_port
     let faults = [Fault::RedisRestart {
         down: Duration::from_millis(300),
     }];
-    let applied = w
-        .player
-        .apply("p", &faults, &[], Duration::from_secs(1))
-        .await;
-    let done = applied.into_iter().next().unwrap().unwrap();
+    let done = applied(&w, "p", &faults, Duration::from_secs(1)).await;
     let after = w.redis.lock().await.pid();
     assert_ne!(before, after, "a new process");
     assert!(
@@ -115,12 +124,7 @@ async fn client_pause_holds_every_command_for_the_phase_and_write_mode_only_writ
     let all = [Fault::ClientPause {
         mode: PauseMode::All,
     }];
-    assert!(
-        w.player
-            .apply("p", &all, &[], Duration::from_millis(800))
-            .await[0]
-            .is_ok()
-    );
+    applied(&w, "p", &all, Duration::from_millis(800)).await;
     let held = timed_on(&mut open, &["GET", "acme"]).await;
     assert!(held >= Duration::from_millis(600), "a read waits: {held:?}");
     assert!(w.player.remove("p", &all, &[]).await[0].is_ok());
@@ -133,12 +137,7 @@ async fn client_pause_holds_every_command_for_the_phase_and_write_mode_only_writ
     let write = [Fault::ClientPause {
         mode: PauseMode::Write,
     }];
-    assert!(
-        w.player
-            .apply("q", &write, &[], Duration::from_secs(30))
-            .await[0]
-            .is_ok()
-    );
+    applied(&w, "q", &write, Duration::from_secs(30)).await;
     let read = timed(w.addr, &["GET", "acme"]).await;
     assert!(read < Duration::from_millis(100), "reads pass: {read:?}");
     let (written, removed) = tokio::join!(timed(w.addr, &["SET", "acme", "1"]), async {
@@ -160,12 +159,7 @@ async fn a_noisy_neighbour_scans_its_own_keyspace_and_holds_up_everyone_else() {
         pause: Duration::ZERO,
     };
     let faults = [fault.clone()];
-    assert!(
-        w.player
-            .apply("p", &faults, &[], Duration::from_secs(2))
-            .await[0]
-            .is_ok()
-    );
+    applied(&w, "p", &faults, Duration::from_secs(2)).await;
     let mut neighbour_db = conn(w.addr, 1).await;
     let filled: u64 = query(&mut neighbour_db, &["DBSIZE"]).await;
     assert_eq!(filled, 200_000);
@@ -212,12 +206,7 @@ async fn eviction_drops_the_limiters_keys_without_an_error_and_is_put_back() {
     };
     let faults = [fault.clone()];
     let mut c = conn(w.addr, 0).await;
-    assert!(
-        w.player
-            .apply("p", &faults, &[], Duration::from_secs(3))
-            .await[0]
-            .is_ok()
-    );
+    applied(&w, "p", &faults, Duration::from_secs(3)).await;
 
     let (from, until) = (Instant::now(), Instant::now() + Duration::from_secs(2));
     let cancel = CancellationToken::new();
@@ -286,12 +275,7 @@ async fn oom_refuses_every_write_with_oom_serves_reads_and_is_put_back() {
     let mut c = conn(w.addr, 0).await;
     let _: () = query(&mut c, &["SET", "acme", "7"]).await;
     let faults = [Fault::Oom {}];
-    assert!(
-        w.player
-            .apply("p", &faults, &[], Duration::from_secs(5))
-            .await[0]
-            .is_ok()
-    );
+    applied(&w, "p", &faults, Duration::from_secs(5)).await;
     assert_eq!(refused_with(&mut c, &["INCR", "acme"]).await, "OOM");
     // A limiter's script is refused at its first write.
     let script = "return redis.call('INCR', KEYS[1])";
@@ -322,12 +306,17 @@ async fn readonly_demotes_redis_to_a_replica_keeping_every_count_and_promotes_it
         let _: i64 = query(&mut c, &["INCR", "acme"]).await;
     }
     let faults = [Fault::Readonly {}];
-    let applied = w
-        .player
-        .apply("p", &faults, &[], Duration::from_secs(5))
-        .await;
-    let done = applied[0].as_ref().unwrap();
-    assert!(done.reports[0].contains("demoted by FAILOVER"), "{done:?}");
+    let done = applied(&w, "p", &faults, Duration::from_secs(5)).await;
+    assert!(
+        done.reports[0].contains("a replica of a partner"),
+        "{done:?}"
+    );
+    let partner: std::net::SocketAddr = done.reports[0]
+        .split("a partner at ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|addr| addr.parse().ok())
+        .unwrap_or_else(|| panic!("the partner's address: {done:?}"));
     // The same connection, opened before: what a client pinned to the old primary sees.
     let role: Vec<redis::Value> = query(&mut c, &["ROLE"]).await;
     assert_eq!(role[0], redis::Value::BulkString(b"slave".to_vec()));
@@ -337,7 +326,20 @@ async fn readonly_demotes_redis_to_a_replica_keeping_every_count_and_promotes_it
 
     let removed = w.player.remove("p", &faults, &[]).await;
     let done = removed[0].as_ref().unwrap();
-    assert!(error_report(done).contains("-READONLY 1"), "{done:?}");
+    assert!(
+        error_report(done).contains("-READONLY 1 (to incr 1)"),
+        "the one refused write, and nothing else: {done:?}"
+    );
+    assert!(
+        tokio::net::TcpStream::connect(partner).await.is_err(),
+        "the partner is stopped"
+    );
+    let rdb: Vec<_> = std::fs::read_dir(w.redis.lock().await.dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".rdb"))
+        .collect();
+    assert!(rdb.is_empty(), "the sync left no RDB file behind: {rdb:?}");
     let n: i64 = query(&mut c, &["INCR", "acme"]).await;
     assert_eq!(n, 42, "the primary again, with every count");
     let role: Vec<redis::Value> = query(&mut c, &["ROLE"]).await;
@@ -352,19 +354,20 @@ async fn busy_answers_every_other_client_busy_until_script_kill_ends_it() {
         threshold: Duration::from_millis(10),
     };
     let faults = [fault.clone()];
-    assert!(
-        w.player
-            .apply("p", &faults, &[], Duration::from_secs(2))
-            .await[0]
-            .is_ok()
-    );
-    let (from, until) = (Instant::now(), Instant::now() + Duration::from_millis(800));
+    applied(&w, "p", &faults, Duration::from_secs(2)).await;
+    let (from, until) = (Instant::now(), Instant::now() + Duration::from_secs(3));
     let cancel = CancellationToken::new();
     let probe = async {
-        // Another client's commands while the script runs: each answered -BUSY, none held.
+        // Another client's commands while the script runs: once Redis is busy, each answered
+        // -BUSY, none held.
         let mut c = conn(w.addr, 0).await;
+        let mut first = redis::cmd("GET");
+        first.arg("acme");
+        while first.query_async::<redis::Value>(&mut c).await.is_ok() {
+            assert!(Instant::now() < until, "Redis never answered -BUSY");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let mut codes = Vec::new();
-        tokio::time::sleep(Duration::from_millis(300)).await;
         for _ in 0..5 {
             let sent = Instant::now();
             codes.push(refused_with(&mut c, &["GET", "acme"]).await);
@@ -395,12 +398,7 @@ async fn script_flush_drops_the_loaded_scripts_so_evalsha_answers_noscript() {
     let mut c = conn(w.addr, 0).await;
     let sha: String = query(&mut c, &["SCRIPT", "LOAD", "return 1"]).await;
     let faults = [Fault::ScriptFlush {}];
-    assert!(
-        w.player
-            .apply("p", &faults, &[], Duration::from_secs(1))
-            .await[0]
-            .is_ok()
-    );
+    applied(&w, "p", &faults, Duration::from_secs(1)).await;
     assert_eq!(
         refused_with(&mut c, &["EVALSHA", &sha, "0"]).await,
         "NOSCRIPT"

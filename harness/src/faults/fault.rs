@@ -75,9 +75,9 @@ pub enum Fault {
     Oom {},
     /// The target's Redis demoted to a replica for the phase, as a client still pinned to the
     /// old primary sees it after a failover: writes answered `-READONLY`, reads work. An empty
-    /// partner redis-server becomes its replica and syncs, then `FAILOVER` swaps their roles
-    /// (writes paused until the partner has them all), so no count is lost; swapped back the
-    /// same way at the phase's end.
+    /// partner redis-server becomes its replica and syncs, then their roles are swapped with
+    /// the target's writes paused until the partner has them all (milliseconds), so no count
+    /// is lost; at the phase's end the target, a synced replica, is made a primary again.
     Readonly {},
     /// Another client runs a script that never ends, with Redis's busy threshold lowered to
     /// `threshold`: every other command is answered `-BUSY` for the phase, until `SCRIPT
@@ -327,9 +327,7 @@ impl fmt::Display for Fault {
                 value_bytes / 1024
             ),
             Self::Oom {} => f.write_str("oom (maxmemory below use, noeviction: -OOM)"),
-            Self::Readonly {} => {
-                f.write_str("readonly (demoted to a replica by FAILOVER: -READONLY)")
-            }
+            Self::Readonly {} => f.write_str("readonly (demoted to a replica: -READONLY)"),
             Self::Busy { threshold } => write!(
                 f,
                 "busy (an endless script, busy threshold {}: -BUSY)",
@@ -500,7 +498,7 @@ mod tests {
             [
                 "stall (redis-server stopped)",
                 "redis-restart (killed, started again empty)",
-                "readonly (demoted to a replica by FAILOVER: -READONLY)"
+                "readonly (demoted to a replica: -READONLY)"
             ]
         );
     }

@@ -83,12 +83,6 @@ impl RedisServer {
         .await
     }
 
-    /// Another empty redis-server beside this one (same folder, `<name>-partner` log), for a
-    /// fault that needs a second server, e.g. to become this one's primary.
-    pub async fn start_partner(&self) -> Result<Self, InfraError> {
-        Self::start(&format!("{}-partner", self.name), &self.dir).await
-    }
-
     pub fn port(&self) -> u16 {
         self.addr.port()
     }
@@ -108,6 +102,11 @@ impl RedisServer {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its working directory, where its log is.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub fn log_path(&self) -> &Path {
@@ -188,8 +187,19 @@ pub fn commands_executed(commandstats: &str) -> u64 {
         .sum()
 }
 
+/// The file name of the RDB file the server `name` writes in its folder, if it ever does (a
+/// sync to a replica through a file).
+pub fn rdb_file(name: &str) -> String {
+    format!("{name}.rdb")
+}
+
 fn spawn(name: &str, dir: &Path, addr: SocketAddr) -> Result<ChildProcess, InfraError> {
     let port = addr.port().to_string();
+    // Its own RDB file name, and replication through sockets only: the servers of a run share
+    // a folder, and a replica (the `readonly` fault's) writing the default dump.rdb there
+    // would be loaded by the next server that starts, which must start empty.
+    let dbfilename = rdb_file(name);
+    let _ = std::fs::remove_file(dir.join(&dbfilename));
     let mut args: Vec<OsString> = [
         "--port",
         &port,
@@ -201,6 +211,12 @@ fn spawn(name: &str, dir: &Path, addr: SocketAddr) -> Result<ChildProcess, Infra
         "no",
         "--protected-mode",
         "no",
+        "--dbfilename",
+        &dbfilename,
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-load",
+        "swapdb",
         "--dir",
     ]
     .into_iter()

@@ -12,16 +12,16 @@ use redis::aio::MultiplexedConnection;
 use tokio_util::sync::CancellationToken;
 
 use super::redis_native::{
-    MemorySettings, RedisCommandError, client, config_get, config_set, connect, info_field,
-    restore_memory, run,
+    MemorySettings, RedisCommandError, config_get, config_set, connect, connect_waiting,
+    info_field, restore_memory, run,
 };
 use crate::wait::sleep_until;
 
 /// How long a role swap or a replica's first sync may take before the fault is a failure:
 /// on loopback with a limiter's few keys either takes milliseconds.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
-/// `FAILOVER`'s own bound on the writes it pauses while the replica catches up.
-const FAILOVER_TIMEOUT_MS: u64 = 5_000;
+/// Redis's own bound on the pause of writes while the partner catches up (lifted sooner).
+const SWAP_PAUSE_MS: u64 = 5_000;
 const POLL: Duration = Duration::from_millis(5);
 /// Never-ending and writing nothing, so `SCRIPT KILL` can end it.
 const ENDLESS_SCRIPT: &str = "while true do end";
@@ -69,11 +69,15 @@ pub fn parse_failed_commands(text: &str) -> ErrorCounts {
 /// them, by name.
 pub async fn error_counts(addr: SocketAddr) -> Result<ErrorCounts, RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
+    // Two sections, two calls: `INFO` takes several only from Redis 7.0.
     let mut cmd = redis::cmd("INFO");
-    cmd.arg("errorstats").arg("commandstats");
-    let text: String = run(&mut conn, addr, &cmd, "INFO errorstats commandstats").await?;
-    let mut counts = parse_errorstats(&text);
-    counts.extend(parse_failed_commands(&text));
+    cmd.arg("errorstats");
+    let errors: String = run(&mut conn, addr, &cmd, "INFO errorstats").await?;
+    let mut cmd = redis::cmd("INFO");
+    cmd.arg("commandstats");
+    let commands: String = run(&mut conn, addr, &cmd, "INFO commandstats").await?;
+    let mut counts = parse_errorstats(&errors);
+    counts.extend(parse_failed_commands(&commands));
     Ok(counts)
 }
 
@@ -194,7 +198,8 @@ impl std::fmt::Display for BusyReport {
 /// Runs a script that never ends on a connection of its own from `from` until `until` (or
 /// `cancel`), then ends it with `SCRIPT KILL`. Returns once Redis answers other clients
 /// again. The script is known to run (a `PING` is answered `-BUSY`) before this waits, so a
-/// kill can never come before the script it is meant for.
+/// kill can never come before the script it is meant for; and whatever fails after the script
+/// was sent, it is killed before this returns, so it cannot outlive the fault.
 pub async fn hold_with_script(
     addr: SocketAddr,
     from: Instant,
@@ -202,25 +207,47 @@ pub async fn hold_with_script(
     cancel: &CancellationToken,
 ) -> Result<BusyReport, RedisCommandError> {
     let held_for = until.saturating_duration_since(Instant::now());
-    let mut script_conn = connect_waiting(addr, held_for + SETTLE_TIMEOUT).await?;
+    // Its only reply comes when the script is killed.
+    let mut script_conn = connect_waiting(addr, 0, held_for + SETTLE_TIMEOUT).await?;
+    let mut probe = connect_waiting(addr, 0, SETTLE_TIMEOUT).await?;
     let started = Instant::now();
-    let mut script = tokio::spawn(async move {
+    let script = tokio::spawn(async move {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(ENDLESS_SCRIPT).arg(0);
         cmd.query_async::<()>(&mut script_conn).await
     });
-    let mut probe = connect(addr, 0).await?;
-    let busy_at = loop {
+    let held = async {
+        let busy_at = until_busy(addr, &mut probe, &script, started).await?;
+        sleep_until(until, cancel).await;
+        Ok(busy_at)
+    }
+    .await;
+    let killed = kill_script(addr, &mut probe, script).await;
+    let busy_at = held?;
+    killed?;
+    Ok(BusyReport {
+        held: started.elapsed(),
+        busy_after: busy_at.saturating_duration_since(from),
+    })
+}
+
+/// Waits until another client is answered `-BUSY`: the script runs and Redis says so.
+async fn until_busy(
+    addr: SocketAddr,
+    probe: &mut MultiplexedConnection,
+    script: &tokio::task::JoinHandle<redis::RedisResult<()>>,
+    started: Instant,
+) -> Result<Instant, RedisCommandError> {
+    loop {
         if script.is_finished() {
-            let ended = (&mut script).await;
             return Err(RedisCommandError::detail(
                 "EVAL (the endless script)",
                 addr,
-                format!("ended before Redis was busy: {ended:?}"),
+                "it ended before Redis was busy".into(),
             ));
         }
-        match redis::cmd("PING").query_async::<String>(&mut probe).await {
-            Err(e) if e.code() == Some("BUSY") => break Instant::now(),
+        match redis::cmd("PING").query_async::<String>(probe).await {
+            Err(e) if e.code() == Some("BUSY") => return Ok(Instant::now()),
             Err(e) => return Err(RedisCommandError::new("PING (is Redis busy?)", addr, e)),
             Ok(_) if started.elapsed() > SETTLE_TIMEOUT => {
                 return Err(RedisCommandError::detail(
@@ -231,49 +258,51 @@ pub async fn hold_with_script(
             }
             Ok(_) => tokio::time::sleep(POLL).await,
         }
-    };
-    sleep_until(until, cancel).await;
-    let killed_at = Instant::now();
+    }
+}
+
+/// `SCRIPT KILL` until the script's own connection has its reply, which must be the kill's.
+async fn kill_script(
+    addr: SocketAddr,
+    probe: &mut MultiplexedConnection,
+    script: tokio::task::JoinHandle<redis::RedisResult<()>>,
+) -> Result<(), RedisCommandError> {
+    let first = Instant::now();
+    let mut killed = false;
     while !script.is_finished() {
-        match redis::cmd("SCRIPT")
-            .arg("KILL")
-            .query_async::<()>(&mut probe)
-            .await
-        {
-            // NOTBUSY: the kill landed between the script's end and its reply.
-            Ok(()) => {}
-            Err(e) if e.code() == Some("NOTBUSY") => {}
-            Err(e) => return Err(RedisCommandError::new("SCRIPT KILL", addr, e)),
-        }
-        if killed_at.elapsed() > SETTLE_TIMEOUT {
+        if first.elapsed() > SETTLE_TIMEOUT {
+            script.abort();
             return Err(RedisCommandError::detail(
                 "SCRIPT KILL",
                 addr,
                 format!("the script still ran {SETTLE_TIMEOUT:?} after the first kill"),
             ));
         }
+        // Once a kill is answered OK, its reply is on its way to the script's connection: a
+        // second kill would only be answered NOTBUSY.
+        if !killed {
+            match redis::cmd("SCRIPT")
+                .arg("KILL")
+                .query_async::<()>(probe)
+                .await
+            {
+                Ok(()) => killed = true,
+                // Not running yet (or any more): look again.
+                Err(e) if e.code() == Some("NOTBUSY") => {}
+                Err(e) => return Err(RedisCommandError::new("SCRIPT KILL", addr, e)),
+            }
+        }
         tokio::time::sleep(POLL).await;
     }
-    Ok(BusyReport {
-        held: started.elapsed(),
-        busy_after: busy_at.saturating_duration_since(from),
-    })
-}
-
-/// A connection whose replies may take `wait` (the endless script's only reply comes when
-/// it is killed).
-async fn connect_waiting(
-    addr: SocketAddr,
-    wait: Duration,
-) -> Result<MultiplexedConnection, RedisCommandError> {
-    let client = client(addr, 0)?;
-    let config = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(SETTLE_TIMEOUT))
-        .set_response_timeout(Some(wait));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .map_err(|e| RedisCommandError::new("connect", addr, e))
+    match script.await {
+        // Redis's reply to a killed script: "ERR … Script killed by user with SCRIPT KILL".
+        Ok(Err(e)) if e.to_string().contains("killed") => Ok(()),
+        ended => Err(RedisCommandError::detail(
+            "EVAL (the endless script)",
+            addr,
+            format!("ended otherwise than by SCRIPT KILL: {ended:?}"),
+        )),
+    }
 }
 
 /// `INFO replication` as `field:value` pairs.
@@ -312,67 +341,115 @@ async fn until_replication(
     }
 }
 
+/// A replication offset of `INFO replication` (0 if absent).
+fn offset(info: &BTreeMap<String, String>, field: &str) -> u64 {
+    info.get(field).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
 fn is(info: &BTreeMap<String, String>, field: &str, value: &str) -> bool {
     info.get(field).is_some_and(|v| v == value)
 }
 
-/// Demotes the Redis at `primary` to a replica of the empty server at `partner`, losing
-/// nothing: `partner` first becomes `primary`'s replica and syncs, then `FAILOVER` swaps their
-/// roles (writes paused on `primary` until `partner` has every one). `primary` then answers
-/// `-READONLY` to every write, as the old primary does to a client still pinned to it after a
-/// failover.
-pub async fn demote(primary: SocketAddr, partner: SocketAddr) -> Result<(), RedisCommandError> {
-    for addr in [primary, partner] {
-        // A first sync starts at once, not after the default 5 s wait for other replicas.
-        let mut conn = connect(addr, 0).await?;
-        config_set(&mut conn, addr, "repl-diskless-sync-delay", "0").await?;
-    }
-    let mut conn = connect(partner, 0).await?;
-    let mut cmd = redis::cmd("REPLICAOF");
-    cmd.arg(primary.ip().to_string()).arg(primary.port());
-    run::<()>(&mut conn, partner, &cmd, "REPLICAOF (the partner)").await?;
-    until_replication(partner, "the partner's first sync", |i| {
-        is(i, "master_link_status", "up")
-    })
-    .await?;
-    swap(primary, partner).await
+/// What [`demote`] changed on the primary, to put back, and how long it held writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Demoted {
+    sync_to_socket: String,
+    pub writes_paused: Duration,
 }
 
-/// Makes `primary` the primary again and `partner` its replica (which the caller then stops),
-/// with the counts `primary` held as a replica.
-pub async fn promote_back(
+/// Demotes the Redis at `primary` to a replica of the empty server at `partner`, losing
+/// nothing: `partner` first becomes `primary`'s replica and syncs; then, with `primary`'s
+/// writes paused, `partner` catches up to the last one, is promoted, and `primary` becomes its
+/// replica (a partial resync: they share the history). `primary` then answers `-READONLY` to
+/// every write, as the old primary does to a client still pinned to it after a failover.
+/// Redis's own `FAILOVER` does the same, but waits for the replica's once-a-second
+/// acknowledgement with writes paused: up to a second of a hung Redis before the fault.
+pub async fn demote(
     primary: SocketAddr,
     partner: SocketAddr,
-) -> Result<(), RedisCommandError> {
-    swap(partner, primary).await
-}
-
-/// `FAILOVER TO replica` on `from`, and waits until the roles have swapped and `from` is in
-/// sync as the new replica.
-async fn swap(from: SocketAddr, to: SocketAddr) -> Result<(), RedisCommandError> {
-    let mut conn = connect(from, 0).await?;
-    let mut cmd = redis::cmd("FAILOVER");
-    cmd.arg("TO")
-        .arg(to.ip().to_string())
-        .arg(to.port())
-        .arg("TIMEOUT")
-        .arg(FAILOVER_TIMEOUT_MS);
-    // The replica must be known to `from` as connected and online first.
-    until_replication(from, "the replica online before FAILOVER", |i| {
+) -> Result<Demoted, RedisCommandError> {
+    let mut conn = connect(primary, 0).await?;
+    let sync_to_socket = config_get(&mut conn, primary, "repl-diskless-sync").await?;
+    // The partner's first sync through a file (this server's own, deleted when it next
+    // starts): after a sync through the socket, Redis streams the writes since only from the
+    // replica's first acknowledgement, sent once a second, so the phase would begin with up
+    // to a second of healthy Redis (measured: 1.0 s); after one through a file, at once.
+    config_set(&mut conn, primary, "repl-diskless-sync", "no").await?;
+    replica_of(partner, Some(primary)).await?;
+    // Online on the primary's side, not only loaded: after a sync through the socket the
+    // primary streams the writes since only from the replica's first acknowledgement (sent
+    // once a second), which must not fall inside the pause below.
+    until_replication(primary, "the partner's first sync", |i| {
         i.get("slave0").is_some_and(|s| s.contains("state=online"))
     })
     .await?;
-    run::<()>(&mut conn, from, &cmd, "FAILOVER").await?;
-    until_replication(from, "FAILOVER (the old primary a replica)", |i| {
-        is(i, "role", "slave")
-            && is(i, "master_link_status", "up")
-            && is(i, "master_failover_state", "no-failover")
+    let written = offset(&replication(primary).await?, "master_repl_offset");
+    until_replication(partner, "the partner streaming the writes", |i| {
+        offset(i, "slave_repl_offset") >= written
     })
     .await?;
-    until_replication(to, "FAILOVER (the replica promoted)", |i| {
-        is(i, "role", "master")
+    let paused = Instant::now();
+    let mut cmd = redis::cmd("CLIENT");
+    cmd.arg("PAUSE").arg(SWAP_PAUSE_MS).arg("WRITE");
+    run::<()>(&mut conn, primary, &cmd, "CLIENT PAUSE WRITE").await?;
+    let swapped = async {
+        let last = offset(&replication(primary).await?, "master_repl_offset");
+        until_replication(
+            partner,
+            "the partner caught up with the paused writes",
+            |i| offset(i, "slave_repl_offset") >= last,
+        )
+        .await?;
+        replica_of(partner, None).await?;
+        replica_of(primary, Some(partner)).await
+    }
+    .await;
+    let mut cmd = redis::cmd("CLIENT");
+    cmd.arg("UNPAUSE");
+    let unpaused = run::<()>(&mut conn, primary, &cmd, "CLIENT UNPAUSE").await;
+    let writes_paused = paused.elapsed();
+    swapped?;
+    unpaused?;
+    until_replication(primary, "the demoted primary in sync", |i| {
+        is(i, "role", "slave") && is(i, "master_link_status", "up")
     })
-    .await
+    .await?;
+    Ok(Demoted {
+        sync_to_socket,
+        writes_paused,
+    })
+}
+
+/// Makes `primary` a primary again, with every count: as a synced replica of a partner no
+/// client wrote to, it holds them all. The caller then stops the partner. Also what undoes a
+/// demotion that failed half way.
+pub async fn promote_back(
+    primary: SocketAddr,
+    demoted: Option<&Demoted>,
+) -> Result<(), RedisCommandError> {
+    replica_of(primary, None).await?;
+    if let Some(demoted) = demoted {
+        let mut conn = connect(primary, 0).await?;
+        config_set(
+            &mut conn,
+            primary,
+            "repl-diskless-sync",
+            &demoted.sync_to_socket,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// `REPLICAOF` the Redis at `master`, or `REPLICAOF NO ONE`.
+async fn replica_of(addr: SocketAddr, master: Option<SocketAddr>) -> Result<(), RedisCommandError> {
+    let mut conn = connect(addr, 0).await?;
+    let mut cmd = redis::cmd("REPLICAOF");
+    match master {
+        Some(m) => cmd.arg(m.ip().to_string()).arg(m.port()),
+        None => cmd.arg("NO").arg("ONE"),
+    };
+    run::<()>(&mut conn, addr, &cmd, "REPLICAOF").await
 }
 
 #[cfg(test)]

@@ -77,10 +77,19 @@ pub(super) async fn connect(
     addr: SocketAddr,
     db: i64,
 ) -> Result<MultiplexedConnection, RedisCommandError> {
+    connect_waiting(addr, db, COMMAND_TIMEOUT).await
+}
+
+/// A connection whose replies may take `wait`.
+pub(super) async fn connect_waiting(
+    addr: SocketAddr,
+    db: i64,
+    wait: Duration,
+) -> Result<MultiplexedConnection, RedisCommandError> {
     let client = client(addr, db)?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(COMMAND_TIMEOUT))
-        .set_response_timeout(Some(COMMAND_TIMEOUT));
+        .set_response_timeout(Some(wait));
     client
         .get_multiplexed_async_connection_with_config(&config)
         .await

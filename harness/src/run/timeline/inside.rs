@@ -9,6 +9,7 @@ use super::step::{Done, FaultError, Op, Saved, Step, Undo};
 use crate::faults::Fault;
 use crate::infra::redis_errors::{self, errors_between};
 use crate::infra::redis_native;
+use crate::infra::{RedisServer, redis};
 
 /// The fault's `type`, to begin its report with.
 fn label(fault: &Fault) -> &'static str {
@@ -96,21 +97,38 @@ impl Step<'_> {
                 Undo::Nothing
             }
             Fault::Readonly {} => {
-                let partner = self.redis(fault)?.lock().await.start_partner().await?;
-                if let Err(e) = redis_errors::demote(addr, partner.addr()).await {
-                    // Half done (the partner a replica, or the roles mid-swap): the target
-                    // must stay the primary its limiter writes to.
-                    let _ = redis_errors::promote_back(addr, partner.addr()).await;
-                    return Err(e.into());
-                }
-                // CONFIG SET and FAILOVER; the partner's own commands run on the partner.
-                done.commands += 2;
+                // The partner starts without the lock, so readings of this Redis go on.
+                let (name, dir) = {
+                    let redis = self.redis(fault)?.lock().await;
+                    (redis.name().to_owned(), redis.dir().to_owned())
+                };
+                let mut partner = RedisServer::start(&format!("{name}-partner"), &dir).await?;
+                let demoted = match redis_errors::demote(addr, partner.addr()).await {
+                    Ok(demoted) => demoted,
+                    Err(e) => {
+                        // Half done: the target must stay the primary its limiter writes to.
+                        let back = redis_errors::promote_back(addr, None).await;
+                        let _ = partner.stop().await;
+                        return Err(match back {
+                            Ok(()) => e.into(),
+                            Err(back) => FaultError::Undo(format!(
+                                "{e}; and making it the primary again failed: {back}"
+                            )),
+                        });
+                    }
+                };
+                // The sync's file holds the limiter's counts: not left in the results folder.
+                let _ = std::fs::remove_file(dir.join(redis::rdb_file(&name)));
+                // CONFIG GET/SET, CLIENT PAUSE/UNPAUSE, REPLICAOF; the partner's own commands
+                // and the replication handshake are left out.
+                done.commands += 5;
                 done.reports.push(format!(
-                    "readonly: redis-server {addr} demoted by FAILOVER to a replica of a partner \
-                     at {} (the partner synced first: no count lost)",
-                    partner.addr()
+                    "readonly: redis-server {addr} a replica of a partner at {} (synced first, \
+                     writes paused {:.0} ms for the swap: no count lost)",
+                    partner.addr(),
+                    demoted.writes_paused.as_secs_f64() * 1000.0
                 ));
-                Undo::Partner(Box::new(partner))
+                Undo::Partner(Box::new((partner, demoted)))
             }
             _ => unreachable!("{fault} is not routed here by Step::run"),
         })
@@ -127,7 +145,8 @@ impl Step<'_> {
             Undo::Nothing => {}
             Undo::Memory(saved) => {
                 let evicted = redis_native::release_memory(addr, &saved).await?;
-                done.commands += 3;
+                // CONFIG SET twice, KEYS and UNLINK of the filler.
+                done.commands += 4;
                 // Under `oom`'s noeviction nothing is evicted: its report is the -OOM replies.
                 if matches!(fault, Fault::Eviction { .. }) || evicted > 0 {
                     done.reports.push(format!(
@@ -143,12 +162,17 @@ impl Step<'_> {
                 redis_errors::restore_busy_threshold(addr, &before).await?;
                 done.commands += 1;
             }
-            Undo::Partner(mut partner) => {
-                redis_errors::promote_back(addr, partner.addr()).await?;
-                partner.stop().await?;
+            Undo::Partner(partner) => {
+                let (mut partner, demoted) = *partner;
+                let back = redis_errors::promote_back(addr, Some(&demoted)).await;
+                // Stopped whatever happened: a partner left running would hold nothing.
+                let stopped = partner.stop().await;
+                back?;
+                stopped?;
+                done.commands += 2;
                 done.reports.push(format!(
-                    "readonly: redis-server {addr} the primary again by FAILOVER, the partner \
-                     stopped"
+                    "readonly: redis-server {addr} the primary again (REPLICAOF NO ONE), the \
+                     partner stopped"
                 ));
             }
         }

@@ -136,8 +136,18 @@ impl Player {
             tasks.spawn(async move {
                 let mut done = Done::default();
                 let mut outcome = Ok(());
-                // Skipped by position, so a toxic keeps the name its index gives it.
-                for (i, fault) in faults.iter().enumerate().filter(|(_, f)| !skip.contains(f)) {
+                // Skipped by position, so a toxic keeps the name its index gives it; removed
+                // in the reverse order, so two faults on the same setting put back the first
+                // one's value last.
+                let mut order: Vec<(usize, &Fault)> = faults
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| !skip.contains(f))
+                    .collect();
+                if matches!(op, Op::Remove) {
+                    order.reverse();
+                }
+                for (i, fault) in order {
                     let step = Step {
                         client: &player.toxiproxy,
                         proxy: &player.proxies[slot],
@@ -226,7 +236,8 @@ impl Player {
                         redis_errors::hold_with_script(addr, from, until, &cancel)
                             .await
                             .map(|report| {
-                                // EVAL, SCRIPT KILL and the PINGs before Redis was busy.
+                                // EVAL and SCRIPT KILL; the PINGs until Redis was busy
+                                // are left out (a few, failmode's own).
                                 done.commands = 2;
                                 done.reports.push(report.to_string());
                             })

@@ -12,7 +12,7 @@ use crate::faults::Fault;
 use crate::infra::InfraError;
 use crate::infra::RedisServer;
 use crate::infra::redis::SharedRedis;
-use crate::infra::redis_errors::ErrorCounts;
+use crate::infra::redis_errors::{Demoted, ErrorCounts};
 use crate::infra::redis_native::{self, MemorySettings, RedisCommandError};
 use crate::infra::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
 use crate::targets::{Fleet, FleetError};
@@ -33,6 +33,9 @@ pub enum FaultError {
     Fleet(Box<FleetError>),
     #[error("{0}: no instances are known for this target")]
     NoFleet(String),
+    /// A fault whose undoing failed too: the target's Redis may be left changed.
+    #[error("{0}")]
+    Undo(String),
     #[error("{0}: the task applying it panicked")]
     Panicked(String),
 }
@@ -69,8 +72,9 @@ pub(super) enum Undo {
     Memory(MemorySettings),
     /// The busy threshold's setting and its value before.
     Threshold((String, String)),
-    /// The partner server the target's Redis was demoted under, to swap back and stop.
-    Partner(Box<RedisServer>),
+    /// The partner server the target's Redis was demoted under, to stop, and what the
+    /// demotion changed.
+    Partner(Box<(RedisServer, Demoted)>),
 }
 
 /// Per target (slot) and fault (its toxic name), what its step saved.

@@ -413,13 +413,20 @@ async fn main() -> ExitCode {
         }
     };
 
+    // A bare identifier; were it refused, the limit would count every caller together.
+    let caller = match Expression::parse(CALLER_VARIABLE) {
+        Ok(caller) => caller,
+        Err(e) => {
+            eprintln!("limitador refused the variable {CALLER_VARIABLE:?}: {e:?}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let limit = Limit::new(
         NAMESPACE,
         s.limit,
         s.window_s,
         Vec::<Predicate>::new(),
-        // Parsing a bare identifier cannot fail; a failure would be limitador's.
-        Expression::parse(CALLER_VARIABLE).into_iter(),
+        [caller],
     );
     let started = serde_json::json!({
         "target": match s.store { Store::Redis { .. } => "limitador", Store::RedisCached { .. } => "limitador-cached" },
