@@ -195,9 +195,9 @@ pub fn rdb_file(name: &str) -> String {
 
 fn spawn(name: &str, dir: &Path, addr: SocketAddr) -> Result<ChildProcess, InfraError> {
     let port = addr.port().to_string();
-    // Its own RDB file name, and replication through sockets only: the servers of a run share
-    // a folder, and a replica (the `readonly` fault's) writing the default dump.rdb there
-    // would be loaded by the next server that starts, which must start empty.
+    // Its own RDB file name, deleted before it starts: the servers of a run share a folder,
+    // and a sync to or from a replica (the `readonly` fault's) writing the default dump.rdb
+    // there would be loaded by the next server that starts, which must start empty.
     let dbfilename = rdb_file(name);
     let _ = std::fs::remove_file(dir.join(&dbfilename));
     let mut args: Vec<OsString> = [
@@ -213,10 +213,6 @@ fn spawn(name: &str, dir: &Path, addr: SocketAddr) -> Result<ChildProcess, Infra
         "no",
         "--dbfilename",
         &dbfilename,
-        "--repl-diskless-sync",
-        "yes",
-        "--repl-diskless-load",
-        "swapdb",
         "--dir",
     ]
     .into_iter()

@@ -102,13 +102,18 @@ impl Step<'_> {
                     let redis = self.redis(fault)?.lock().await;
                     (redis.name().to_owned(), redis.dir().to_owned())
                 };
-                let mut partner = RedisServer::start(&format!("{name}-partner"), &dir).await?;
+                let partner_name = format!("{name}-partner");
+                let mut partner = RedisServer::start(&partner_name, &dir).await?;
+                // The syncs' files hold the limiter's counts: not left in the results folder.
+                let files =
+                    [redis::rdb_file(&name), redis::rdb_file(&partner_name)].map(|f| dir.join(f));
                 let demoted = match redis_errors::demote(addr, partner.addr()).await {
                     Ok(demoted) => demoted,
                     Err(e) => {
                         // Half done: the target must stay the primary its limiter writes to.
                         let back = redis_errors::promote_back(addr, None).await;
                         let _ = partner.stop().await;
+                        files.iter().for_each(|f| drop(std::fs::remove_file(f)));
                         return Err(match back {
                             Ok(()) => e.into(),
                             Err(back) => FaultError::Undo(format!(
@@ -117,8 +122,7 @@ impl Step<'_> {
                         });
                     }
                 };
-                // The sync's file holds the limiter's counts: not left in the results folder.
-                let _ = std::fs::remove_file(dir.join(redis::rdb_file(&name)));
+                let _ = std::fs::remove_file(&files[0]);
                 // CONFIG GET/SET, CLIENT PAUSE/UNPAUSE, REPLICAOF; the partner's own commands
                 // and the replication handshake are left out.
                 done.commands += 5;
@@ -128,7 +132,7 @@ impl Step<'_> {
                     partner.addr(),
                     demoted.writes_paused.as_secs_f64() * 1000.0
                 ));
-                Undo::Partner(Box::new((partner, demoted)))
+                Undo::Partner(Box::new((partner, demoted, files[1].clone())))
             }
             _ => unreachable!("{fault} is not routed here by Step::run"),
         })
@@ -163,10 +167,11 @@ impl Step<'_> {
                 done.commands += 1;
             }
             Undo::Partner(partner) => {
-                let (mut partner, demoted) = *partner;
+                let (mut partner, demoted, file) = *partner;
                 let back = redis_errors::promote_back(addr, Some(&demoted)).await;
                 // Stopped whatever happened: a partner left running would hold nothing.
                 let stopped = partner.stop().await;
+                let _ = std::fs::remove_file(file);
                 back?;
                 stopped?;
                 done.commands += 2;

@@ -72,9 +72,9 @@ pub(super) enum Undo {
     Memory(MemorySettings),
     /// The busy threshold's setting and its value before.
     Threshold((String, String)),
-    /// The partner server the target's Redis was demoted under, to stop, and what the
-    /// demotion changed.
-    Partner(Box<(RedisServer, Demoted)>),
+    /// The partner server the target's Redis was demoted under, to stop, what the demotion
+    /// changed, and the partner's sync file, to delete.
+    Partner(Box<(RedisServer, Demoted, std::path::PathBuf)>),
 }
 
 /// Per target (slot) and fault (its toxic name), what its step saved.
