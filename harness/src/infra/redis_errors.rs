@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::redis_native::{
     MemorySettings, RedisCommandError, config_get, config_set, connect, connect_waiting,
-    info_field, restore_memory, run,
+    memory_settings, run,
 };
 use crate::wait::sleep_until;
 
@@ -111,23 +111,10 @@ pub fn errors_between(before: &ErrorCounts, after: &ErrorCounts) -> String {
 /// every command that may grow the data set is refused with `-OOM`, reads still work.
 pub async fn exhaust_memory(addr: SocketAddr) -> Result<MemorySettings, RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
-    let saved = MemorySettings {
-        maxmemory: config_get(&mut conn, addr, "maxmemory").await?,
-        policy: config_get(&mut conn, addr, "maxmemory-policy").await?,
-        evicted_before: info_field(addr, "stats", "evicted_keys").await?,
-    };
+    let saved = memory_settings(&mut conn, addr).await?;
     config_set(&mut conn, addr, "maxmemory-policy", "noeviction").await?;
     config_set(&mut conn, addr, "maxmemory", "1").await?;
     Ok(saved)
-}
-
-/// Puts back what [`exhaust_memory`] changed.
-pub async fn restore_memory_at(
-    addr: SocketAddr,
-    saved: &MemorySettings,
-) -> Result<(), RedisCommandError> {
-    let mut conn = connect(addr, 0).await?;
-    restore_memory(&mut conn, addr, saved).await
 }
 
 /// `SCRIPT FLUSH SYNC`: every script Redis had loaded is gone, so an `EVALSHA` is answered

@@ -279,6 +279,18 @@ pub async fn info_field(
         })
 }
 
+/// Redis's memory settings now, to put back with [`release_memory`].
+pub(super) async fn memory_settings(
+    conn: &mut MultiplexedConnection,
+    addr: SocketAddr,
+) -> Result<MemorySettings, RedisCommandError> {
+    Ok(MemorySettings {
+        maxmemory: config_get(conn, addr, "maxmemory").await?,
+        policy: config_get(conn, addr, "maxmemory-policy").await?,
+        evicted_before: info_field(addr, "stats", "evicted_keys").await?,
+    })
+}
+
 /// Caps Redis's memory at what it uses now plus `headroom` bytes, under `policy`.
 pub async fn squeeze_memory(
     addr: SocketAddr,
@@ -286,25 +298,11 @@ pub async fn squeeze_memory(
     headroom: u64,
 ) -> Result<MemorySettings, RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
-    let saved = MemorySettings {
-        maxmemory: config_get(&mut conn, addr, "maxmemory").await?,
-        policy: config_get(&mut conn, addr, "maxmemory-policy").await?,
-        evicted_before: info_field(addr, "stats", "evicted_keys").await?,
-    };
+    let saved = memory_settings(&mut conn, addr).await?;
     let used = info_field(addr, "memory", "used_memory").await?;
     config_set(&mut conn, addr, "maxmemory-policy", policy).await?;
     config_set(&mut conn, addr, "maxmemory", &(used + headroom).to_string()).await?;
     Ok(saved)
-}
-
-/// Puts `maxmemory` and its policy back as they were.
-pub(super) async fn restore_memory(
-    conn: &mut MultiplexedConnection,
-    addr: SocketAddr,
-    saved: &MemorySettings,
-) -> Result<(), RedisCommandError> {
-    config_set(conn, addr, "maxmemory", &saved.maxmemory).await?;
-    config_set(conn, addr, "maxmemory-policy", &saved.policy).await
 }
 
 /// Puts the memory settings back, drops the filler, and says how many keys were evicted.
@@ -313,7 +311,8 @@ pub async fn release_memory(
     saved: &MemorySettings,
 ) -> Result<u64, RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
-    restore_memory(&mut conn, addr, saved).await?;
+    config_set(&mut conn, addr, "maxmemory", &saved.maxmemory).await?;
+    config_set(&mut conn, addr, "maxmemory-policy", &saved.policy).await?;
     let evicted = info_field(addr, "stats", "evicted_keys").await?;
     let filler: Vec<String> = {
         let mut cmd = redis::cmd("KEYS");
