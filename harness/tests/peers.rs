@@ -283,10 +283,48 @@ async fn run_with(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDi
     (outcome.result, out)
 }
 
-/// A run through `fault` of targets that are healthy while Redis is.
+/// The Redis budget every peer is configured with (targets/*/target.toml).
+const REDIS_BUDGET_US: u64 = 20_000;
+
+/// Runs before a healthy phase is judged a target's failure. As the first test of this binary
+/// in a full `cargo test` (CI, and here with a `find` from outside the tests walking the disk
+/// beside it), Spring's four JVMs answered in 103-186 ms at the median for the whole run, every
+/// Redis call past the 20 ms budget, so it allowed; run alone, the same test passes. Right after
+/// `tests/load.rs` the first run here was slow in each of three tries (p50 34 ms), and a run
+/// 65 s later was not; 2,500 sockets in TIME_WAIT or 15 s of both cores busy did not do it.
+const ATTEMPTS: usize = 4;
+
+/// A run through `fault` of targets that are healthy while Redis is. A run in which a target
+/// took longer than its whole Redis budget to answer, at the median, with Redis healthy
+/// measured the machine, not the library: it is run again (up to [`ATTEMPTS`] runs, each
+/// retry said on stderr). A target that breaks the limit while answering in time fails at once.
 async fn run_healthy_then(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDir) {
-    let (r, out) = run_with(targets, fault).await;
-    // Healthy first: a target broken with a healthy Redis would make any outage figure moot.
+    for attempt in 1..=ATTEMPTS {
+        let (r, out) = run_with(targets, fault).await;
+        let slow: Vec<String> = r
+            .targets
+            .iter()
+            .filter_map(|t| {
+                let steady = tenant_in(&r, &t.name, "steady", "all");
+                let p50 = steady.service_time_us.as_ref().map_or(0, |p| p.p50);
+                (p50 > REDIS_BUDGET_US).then(|| format!("{} {p50} µs", t.name))
+            })
+            .collect();
+        if slow.is_empty() || attempt == ATTEMPTS {
+            check_healthy(&r);
+            return (r, out);
+        }
+        eprintln!(
+            "run {attempt} of {ATTEMPTS}: the median answer took longer than the whole Redis \
+             budget with Redis healthy ({}): the machine was short, running again",
+            slow.join(", ")
+        );
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// Healthy first: a target broken with a healthy Redis would make any outage figure moot.
+fn check_healthy(r: &RunResult) {
     // A busy test machine may add a note that it was short of CPU; nothing else is expected.
     assert!(
         r.notes
@@ -308,7 +346,6 @@ async fn run_healthy_then(targets: &[&str], fault: &str) -> (RunResult, tempfile
             t.name
         );
     }
-    (r, out)
 }
 
 const CUT: &str = r#"{ type = "down" }"#;
