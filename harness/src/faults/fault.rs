@@ -75,7 +75,8 @@ pub enum Fault {
     Oom {},
     /// The target's Redis demoted to a replica for the phase, as a client still pinned to the
     /// old primary sees it after a failover: writes answered `-READONLY`, reads work. An empty
-    /// partner redis-server becomes its replica and syncs, then their roles are swapped with
+    /// partner redis-server becomes its replica and syncs (when the run starts), then, at the
+    /// phase's start, their roles are swapped with
     /// the target's writes paused until the partner has them all (milliseconds), so no count
     /// is lost; at the phase's end the target, a synced replica, is made a primary again.
     Readonly {},

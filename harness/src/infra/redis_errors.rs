@@ -65,10 +65,42 @@ pub fn parse_failed_commands(text: &str) -> ErrorCounts {
         .collect()
 }
 
+/// The oldest Redis these faults can read and make error replies on: `INFO errorstats` and
+/// `failed_calls`, `CLIENT PAUSE WRITE` and `SCRIPT FLUSH SYNC` came in 6.2. An older one
+/// would report "none" whatever it answered.
+const OLDEST_REDIS: (u32, u32) = (6, 2);
+
+/// `INFO server`'s `redis_version`, as (major, minor), if it can be read.
+pub fn redis_version(server_info: &str) -> Option<(u32, u32)> {
+    let version = server_info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("redis_version:"))?;
+    let mut parts = version.split('.').map(str::parse::<u32>);
+    Some((parts.next()?.ok()?, parts.next()?.ok()?))
+}
+
 /// The error replies Redis has given since it started, by code, and the commands that got
-/// them, by name.
+/// them, by name. Refused, naming the version, on a Redis older than 6.2.
 pub async fn error_counts(addr: SocketAddr) -> Result<ErrorCounts, RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
+    let mut cmd = redis::cmd("INFO");
+    cmd.arg("server");
+    let server: String = run(&mut conn, addr, &cmd, "INFO server").await?;
+    match redis_version(&server) {
+        Some(v) if v >= OLDEST_REDIS => {}
+        found => {
+            let found = found.map_or("an unknown version".to_owned(), |(a, b)| format!("{a}.{b}"));
+            return Err(RedisCommandError::detail(
+                "INFO server",
+                addr,
+                format!(
+                    "Redis {found}: this fault needs Redis {}.{} or later (INFO errorstats, \
+                     CLIENT PAUSE WRITE, SCRIPT FLUSH SYNC)",
+                    OLDEST_REDIS.0, OLDEST_REDIS.1
+                ),
+            ));
+        }
+    }
     // Two sections, two calls: `INFO` takes several only from Redis 7.0.
     let mut cmd = redis::cmd("INFO");
     cmd.arg("errorstats");
@@ -175,7 +207,8 @@ impl std::fmt::Display for BusyReport {
         write!(
             f,
             "busy: a script held Redis for {:.1} s (other clients answered -BUSY from {:.0} ms \
-             into the phase) until SCRIPT KILL ended it",
+             into the phase) until SCRIPT KILL ended it; failmode's own among the error \
+             replies: one -BUSY to its PING, one -ERR to the killed EVAL",
             self.held.as_secs_f64(),
             self.busy_after.as_secs_f64() * 1000.0
         )
@@ -344,17 +377,13 @@ pub struct Demoted {
     pub writes_paused: Duration,
 }
 
-/// Demotes the Redis at `primary` to a replica of the empty server at `partner`, losing
-/// nothing: `partner` first becomes `primary`'s replica and syncs; then, with `primary`'s
-/// writes paused, `partner` catches up to the last one, is promoted, and `primary` becomes its
-/// replica (a partial resync: they share the history). `primary` then answers `-READONLY` to
-/// every write, as the old primary does to a client still pinned to it after a failover.
-/// Redis's own `FAILOVER` does the same, but waits for the replica's once-a-second
-/// acknowledgement with writes paused: up to a second of a hung Redis before the fault.
-pub async fn demote(
+/// `partner`, an empty server, made the replica of the Redis at `primary` and synced: the
+/// first half of [`demote`], which may run well before the fault (a sync takes 50-300 ms).
+/// What it changed on `primary` is in the [`Attached`] to demote with.
+pub async fn attach_partner(
     primary: SocketAddr,
     partner: SocketAddr,
-) -> Result<Demoted, RedisCommandError> {
+) -> Result<Attached, RedisCommandError> {
     let mut conn = connect(primary, 0).await?;
     let sync_to_socket = config_get(&mut conn, primary, "repl-diskless-sync").await?;
     // The partner's first sync through a file (this server's own, deleted when it next
@@ -365,11 +394,43 @@ pub async fn demote(
     replica_of(partner, Some(primary)).await?;
     // Online on the primary's side, not only loaded: after a sync through the socket the
     // primary streams the writes since only from the replica's first acknowledgement (sent
-    // once a second), which must not fall inside the pause below.
+    // once a second), which must not fall inside the pause of the swap.
     until_replication(primary, "the partner's first sync", |i| {
         i.get("slave0").is_some_and(|s| s.contains("state=online"))
     })
     .await?;
+    Ok(Attached { sync_to_socket })
+}
+
+/// A partner attached by [`attach_partner`]: the primary's setting it changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attached {
+    sync_to_socket: String,
+}
+
+/// Demotes the Redis at `primary` to a replica of the empty server at `partner`, losing
+/// nothing: `partner` first becomes `primary`'s replica and syncs ([`attach_partner`]); then
+/// [`swap_roles`].
+pub async fn demote(
+    primary: SocketAddr,
+    partner: SocketAddr,
+) -> Result<Demoted, RedisCommandError> {
+    let attached = attach_partner(primary, partner).await?;
+    swap_roles(primary, partner, attached).await
+}
+
+/// With `primary`'s writes paused, its attached `partner` catches up to the last one, is
+/// promoted, and `primary` becomes its replica (a partial resync: they share the history).
+/// `primary` then answers `-READONLY` to every write, as the old primary does to a client
+/// still pinned to it after a failover. Redis's own `FAILOVER` does the same, but waits for
+/// the replica's once-a-second acknowledgement with writes paused: up to a second of a hung
+/// Redis before the fault.
+pub async fn swap_roles(
+    primary: SocketAddr,
+    partner: SocketAddr,
+    attached: Attached,
+) -> Result<Demoted, RedisCommandError> {
+    let mut conn = connect(primary, 0).await?;
     let written = offset(&replication(primary).await?, "master_repl_offset");
     until_replication(partner, "the partner streaming the writes", |i| {
         offset(i, "slave_repl_offset") >= written
@@ -402,7 +463,7 @@ pub async fn demote(
     })
     .await?;
     Ok(Demoted {
-        sync_to_socket,
+        sync_to_socket: attached.sync_to_socket,
         writes_paused,
     })
 }
@@ -442,6 +503,16 @@ async fn replica_of(addr: SocketAddr, master: Option<SocketAddr>) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_redis_version_is_read_from_info_server() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:00000000\r\n";
+        assert_eq!(redis_version(info), Some((7, 0)));
+        assert!(redis_version("redis_version:6.0.16\r\n").unwrap() < OLDEST_REDIS);
+        assert!(redis_version("redis_version:6.2.0\r\n").unwrap() >= OLDEST_REDIS);
+        assert_eq!(redis_version("# Server\r\n"), None);
+        assert_eq!(redis_version("redis_version:seven\r\n"), None);
+    }
 
     #[test]
     fn errorstats_are_read_by_code_and_differences_named() {

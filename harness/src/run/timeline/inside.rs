@@ -5,11 +5,17 @@
 
 use std::net::SocketAddr;
 
-use super::step::{Done, FaultError, Op, Saved, Step, Undo};
+use super::step::{Done, FaultError, Op, Saved, Step, Undo, partner_name};
 use crate::faults::Fault;
 use crate::infra::redis_errors::{self, errors_between};
 use crate::infra::redis_native;
 use crate::infra::{RedisServer, redis};
+
+/// The files a partner's first sync writes, primary's and partner's: they hold the limiter's
+/// counts, so they are deleted once the sync is done.
+pub(super) fn sync_files(name: &str, dir: &std::path::Path) -> [std::path::PathBuf; 2] {
+    [redis::rdb_file(name), redis::rdb_file(&partner_name(name))].map(|f| dir.join(f))
+}
 
 /// The fault's `type`, to begin its report with.
 fn label(fault: &Fault) -> &'static str {
@@ -102,12 +108,26 @@ impl Step<'_> {
                     let redis = self.redis(fault)?.lock().await;
                     (redis.name().to_owned(), redis.dir().to_owned())
                 };
-                let partner_name = format!("{name}-partner");
-                let mut partner = RedisServer::start(&partner_name, &dir).await?;
+                let partner_name = partner_name(&name);
+                let ready = self
+                    .partners
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_mut(self.slot)
+                    .and_then(Option::take);
+                let (mut partner, attached) = match ready {
+                    Some((partner, attached)) => (partner, Some(attached)),
+                    None => (RedisServer::start(&partner_name, &dir).await?, None),
+                };
                 // The syncs' files hold the limiter's counts: not left in the results folder.
-                let files =
-                    [redis::rdb_file(&name), redis::rdb_file(&partner_name)].map(|f| dir.join(f));
-                let demoted = match redis_errors::demote(addr, partner.addr()).await {
+                let files = sync_files(&name, &dir);
+                let demoted = match attached {
+                    Some(attached) => {
+                        redis_errors::swap_roles(addr, partner.addr(), attached).await
+                    }
+                    None => redis_errors::demote(addr, partner.addr()).await,
+                };
+                let demoted = match demoted {
                     Ok(demoted) => demoted,
                     Err(e) => {
                         // Half done: the target must stay the primary its limiter writes to.

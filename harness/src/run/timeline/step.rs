@@ -12,7 +12,7 @@ use crate::faults::Fault;
 use crate::infra::InfraError;
 use crate::infra::RedisServer;
 use crate::infra::redis::SharedRedis;
-use crate::infra::redis_errors::{Demoted, ErrorCounts};
+use crate::infra::redis_errors::{Attached, Demoted, ErrorCounts};
 use crate::infra::redis_native::{self, MemorySettings, RedisCommandError};
 use crate::infra::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
 use crate::targets::{Fleet, FleetError};
@@ -80,6 +80,15 @@ pub(super) enum Undo {
 /// Per target (slot) and fault (its toxic name), what its step saved.
 pub(super) type SavedByFault = std::sync::Mutex<HashMap<(usize, String), Saved>>;
 
+/// Per target, a partner redis-server started and attached as a replica ahead for `readonly`
+/// (taken by the fault).
+pub(super) type Partners = std::sync::Mutex<Vec<Option<(RedisServer, Attached)>>>;
+
+/// The partner redis-server of the target's Redis `name`.
+pub(super) fn partner_name(name: &str) -> String {
+    format!("{name}-partner")
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Op {
     Apply,
@@ -95,6 +104,7 @@ pub(super) struct Step<'a> {
     pub(super) fleet: Option<&'a Arc<Fleet>>,
     pub(super) sizes_before: &'a std::sync::Mutex<Vec<Option<usize>>>,
     pub(super) saved: &'a SavedByFault,
+    pub(super) partners: &'a Partners,
     pub(super) slot: usize,
     pub(super) name: String,
     pub(super) length: Duration,
