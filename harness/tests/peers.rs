@@ -286,34 +286,36 @@ async fn run_with(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDi
 /// The Redis budget every peer is configured with (targets/*/target.toml).
 const REDIS_BUDGET_US: u64 = 20_000;
 
-/// Runs before a healthy phase is judged a target's failure. As the first test of this binary
-/// in a full `cargo test` (CI, and here with a `find` from outside the tests walking the disk
-/// beside it), Spring's four JVMs answered in 103-186 ms at the median for the whole run, every
-/// Redis call past the 20 ms budget, so it allowed; run alone, the same test passes. Right after
-/// `tests/load.rs` the first run here was slow in each of three tries (p50 34 ms), and a run
-/// 65 s later was not; 2,500 sockets in TIME_WAIT or 15 s of both cores busy did not do it.
+/// Runs a target slow with a healthy Redis gets before its healthy phase is judged. As the
+/// first test of this binary in a full `cargo test` (CI, and here), Spring's four JVMs
+/// answered in 103-186 ms at the median for the whole run, every Redis call past the 20 ms
+/// budget, so it allowed; run alone, the same test passes. Right after `tests/load.rs` the
+/// first run here was slow in each of three tries (p50 34 ms), and a run 65 s later was not;
+/// 2,500 sockets in TIME_WAIT or 15 s of both cores busy did not do it.
 const ATTEMPTS: usize = 4;
 
-/// A run through `fault` of targets that are healthy while Redis is. A run in which a target
-/// took longer than its whole Redis budget to answer, at the median, with Redis healthy
-/// measured the machine, not the library: it is run again (up to [`ATTEMPTS`] runs, each
-/// retry said on stderr). A target that breaks the limit while answering in time fails at once.
+/// A run through `fault` of targets that are healthy while Redis is. A target that took longer
+/// than its whole Redis budget to answer, at the median, with Redis healthy measured the
+/// machine, not the library: the run is done again (up to [`ATTEMPTS`] runs, each retry said
+/// on stderr). Every other target is judged on every run, so one that breaks the limit while
+/// answering in time fails at once.
 async fn run_healthy_then(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDir) {
     for attempt in 1..=ATTEMPTS {
         let (r, out) = run_with(targets, fault).await;
         let slow: Vec<String> = r
             .targets
             .iter()
-            .filter_map(|t| {
+            .filter(|t| {
                 let steady = tenant_in(&r, &t.name, "steady", "all");
-                let p50 = steady.service_time_us.as_ref().map_or(0, |p| p.p50);
-                (p50 > REDIS_BUDGET_US).then(|| format!("{} {p50} µs", t.name))
+                steady.service_time_us.as_ref().map_or(0, |p| p.p50) > REDIS_BUDGET_US
             })
+            .map(|t| t.name.clone())
             .collect();
         if slow.is_empty() || attempt == ATTEMPTS {
-            check_healthy(&r);
+            check_healthy(&r, &[], &slow);
             return (r, out);
         }
+        check_healthy(&r, &slow, &slow);
         eprintln!(
             "run {attempt} of {ATTEMPTS}: the median answer took longer than the whole Redis \
              budget with Redis healthy ({}): the machine was short, running again",
@@ -323,17 +325,19 @@ async fn run_healthy_then(targets: &[&str], fault: &str) -> (RunResult, tempfile
     unreachable!("the last attempt returns")
 }
 
-/// Healthy first: a target broken with a healthy Redis would make any outage figure moot.
-fn check_healthy(r: &RunResult) {
+/// Healthy first: a target broken with a healthy Redis would make any outage figure moot. The
+/// targets in `skip` (and notes naming them) are left for the next run; `slow` is said.
+fn check_healthy(r: &RunResult, skip: &[String], slow: &[String]) {
     // A busy test machine may add a note that it was short of CPU; nothing else is expected.
     assert!(
-        r.notes
-            .iter()
-            .all(|n| n.starts_with("the load generator sent late")),
-        "{:?}",
+        r.notes.iter().all(|n| {
+            n.starts_with("the load generator sent late")
+                || skip.iter().any(|t| n.starts_with(&format!("{t} ")))
+        }),
+        "{:?} (slower than the Redis budget at the median: {slow:?})",
         r.notes
     );
-    for t in &r.targets {
+    for t in r.targets.iter().filter(|t| !skip.contains(&t.name)) {
         let steady = t.phases.iter().find(|p| p.name == "steady").unwrap();
         let acme = steady.tenants.iter().find(|x| x.name == "acme").unwrap();
         // Up to one window more than the limit over the phase: a fixed window aligned to the
@@ -342,7 +346,8 @@ fn check_healthy(r: &RunResult) {
         assert!(
             acme.counts.admitted as f64 <= acme.allowance + r.limit + 2.0
                 && acme.admitted_per_s > 40.0,
-            "{} holds acme to the limit while healthy: {acme:?}",
+            "{} holds acme to the limit while healthy (slower than the Redis budget at the \
+             median: {slow:?}): {acme:?}",
             t.name
         );
     }

@@ -12,6 +12,7 @@ use failmode::faults::{Fault, PauseMode};
 use failmode::infra::ToxiproxyServer;
 use failmode::infra::redis::SharedRedis;
 use failmode::run::timeline::Player;
+use failmode::scenario::Phase;
 use redis::aio::MultiplexedConnection;
 use std::sync::Arc;
 use support::proxied::ProxiedRedis;
@@ -301,12 +302,55 @@ async fn oom_refuses_every_write_with_oom_serves_reads_and_is_put_back() {
 #[tokio::test]
 async fn readonly_demotes_redis_to_a_replica_keeping_every_count_and_promotes_it_back() {
     let w = world().await;
+    demoted_and_promoted_back(&w).await;
+}
+
+#[tokio::test]
+async fn readonly_swaps_roles_with_the_partner_attached_when_the_timeline_starts() {
+    let w = world().await;
+    let phase = Phase {
+        name: "p".into(),
+        start: Duration::from_secs(2),
+        end: Duration::from_secs(3),
+        faults: vec![Fault::Readonly {}],
+    };
+    w.player.start_partners(&[phase]);
+    // The partner online as the target's replica: the event the fault then starts from.
+    let mut c = conn(w.addr, 0).await;
+    let started = Instant::now();
+    let attached_port = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no partner attached within 10 s"
+        );
+        let info: String = query(&mut c, &["INFO", "replication"]).await;
+        if let Some(port) = info
+            .lines()
+            .find(|l| l.starts_with("slave0:") && l.contains("state=online"))
+            .and_then(|l| l.split("port=").nth(1))
+            .and_then(|rest| rest.split(',').next())
+        {
+            break port.parse::<u16>().unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let partner = demoted_and_promoted_back(&w).await;
+    assert_eq!(
+        partner.port(),
+        attached_port,
+        "the fault used the partner attached ahead"
+    );
+}
+
+/// Applies `readonly` on `w` and removes it, checking what a client sees and that nothing is
+/// left; returns the partner's address.
+async fn demoted_and_promoted_back(w: &World) -> std::net::SocketAddr {
     let mut c = conn(w.addr, 0).await;
     for _ in 0..41 {
         let _: i64 = query(&mut c, &["INCR", "acme"]).await;
     }
     let faults = [Fault::Readonly {}];
-    let done = applied(&w, "p", &faults, Duration::from_secs(5)).await;
+    let done = applied(w, "p", &faults, Duration::from_secs(5)).await;
     assert!(
         done.reports[0].contains("a replica of a partner"),
         "{done:?}"
@@ -344,6 +388,7 @@ async fn readonly_demotes_redis_to_a_replica_keeping_every_count_and_promotes_it
     assert_eq!(n, 42, "the primary again, with every count");
     let role: Vec<redis::Value> = query(&mut c, &["ROLE"]).await;
     assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
+    partner
 }
 
 #[tokio::test]

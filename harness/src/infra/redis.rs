@@ -170,12 +170,21 @@ pub async fn info_at(name: &str, addr: SocketAddr, section: &str) -> Result<Stri
     }
 }
 
+/// Commands a Redis runs that no limiter sends: the `INFO` that reads the counts, and a
+/// replica's (the `readonly` fault's partner, attached ahead) handshake and acknowledgements.
+const NOT_THE_LIMITERS: [&str; 4] = [
+    "cmdstat_info:",
+    "cmdstat_replconf:",
+    "cmdstat_psync:",
+    "cmdstat_sync:",
+];
+
 /// The commands a Redis has executed by its `INFO commandstats`: `calls=` summed over the
-/// `cmdstat_*` lines, leaving out the `INFO` that reads them (failmode's own).
+/// `cmdstat_*` lines, leaving out failmode's own ([`NOT_THE_LIMITERS`]).
 pub fn commands_executed(commandstats: &str) -> u64 {
     commandstats
         .lines()
-        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .filter(|l| l.starts_with("cmdstat_") && !NOT_THE_LIMITERS.iter().any(|p| l.starts_with(p)))
         .filter_map(|l| {
             let calls = l
                 .split_once(':')?
@@ -272,12 +281,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn commands_are_summed_without_failmode_s_own_info() {
+    fn commands_are_summed_without_failmode_s_own_info_or_a_replicas_acknowledgements() {
         let stats = "# Commandstats\r\n\
                      cmdstat_evalsha:calls=120,usec=900,usec_per_call=7.50,rejected_calls=0,failed_calls=0\r\n\
                      cmdstat_script|load:calls=3,usec=30,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n\
                      cmdstat_client|setinfo:calls=2,usec=2,usec_per_call=1.0,rejected_calls=0,failed_calls=0\r\n\
-                     cmdstat_info:calls=7,usec=70,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n";
+                     cmdstat_info:calls=7,usec=70,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n\
+                     cmdstat_replconf:calls=40,usec=40,usec_per_call=1.0,rejected_calls=0,failed_calls=0\r\n\
+                     cmdstat_psync:calls=1,usec=9,usec_per_call=9.0,rejected_calls=0,failed_calls=0\r\n";
         assert_eq!(commands_executed(stats), 125);
         assert_eq!(commands_executed("# Commandstats\r\n"), 0);
     }

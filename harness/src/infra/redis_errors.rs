@@ -395,8 +395,11 @@ pub async fn attach_partner(
     // Online on the primary's side, not only loaded: after a sync through the socket the
     // primary streams the writes since only from the replica's first acknowledgement (sent
     // once a second), which must not fall inside the pause of the swap.
+    // By its port: another partner may be attached too (one started ahead, late).
+    let port = format!("port={},", partner.port());
     until_replication(primary, "the partner's first sync", |i| {
-        i.get("slave0").is_some_and(|s| s.contains("state=online"))
+        i.iter()
+            .any(|(k, s)| k.starts_with("slave") && s.contains(&port) && s.contains("state=online"))
     })
     .await?;
     Ok(Attached { sync_to_socket })
@@ -417,6 +420,17 @@ pub async fn demote(
 ) -> Result<Demoted, RedisCommandError> {
     let attached = attach_partner(primary, partner).await?;
     swap_roles(primary, partner, attached).await
+}
+
+/// Whether `partner`, attached by [`attach_partner`] some time ago, still replicates `primary`
+/// as it is now: its link up and the same replication history. A `redis-restart` since (an
+/// empty server, a new history, offsets from zero) or a link lost in a long `stall` leave it
+/// holding what it had: promoted, it would hand the target old counts.
+pub async fn in_sync(primary: SocketAddr, partner: SocketAddr) -> Result<bool, RedisCommandError> {
+    let (ours, theirs) = (replication(primary).await?, replication(partner).await?);
+    Ok(is(&theirs, "master_link_status", "up")
+        && ours.contains_key("master_replid")
+        && ours.get("master_replid") == theirs.get("master_replid"))
 }
 
 /// With `primary`'s writes paused, its attached `partner` catches up to the last one, is

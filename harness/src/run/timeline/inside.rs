@@ -5,16 +5,21 @@
 
 use std::net::SocketAddr;
 
-use super::step::{Done, FaultError, Op, Saved, Step, Undo, partner_name};
+use super::step::{Done, FaultError, Op, Saved, Step, Undo, own_partner_name, partner_name};
 use crate::faults::Fault;
 use crate::infra::redis_errors::{self, errors_between};
 use crate::infra::redis_native;
 use crate::infra::{RedisServer, redis};
 
-/// The files a partner's first sync writes, primary's and partner's: they hold the limiter's
+/// The files a partner's first sync writes, primary's and partners': they hold the limiter's
 /// counts, so they are deleted once the sync is done.
-pub(super) fn sync_files(name: &str, dir: &std::path::Path) -> [std::path::PathBuf; 2] {
-    [redis::rdb_file(name), redis::rdb_file(&partner_name(name))].map(|f| dir.join(f))
+pub(super) fn sync_files(name: &str, dir: &std::path::Path) -> [std::path::PathBuf; 3] {
+    [
+        redis::rdb_file(name),
+        redis::rdb_file(&partner_name(name)),
+        redis::rdb_file(&own_partner_name(name)),
+    ]
+    .map(|f| dir.join(f))
 }
 
 /// The fault's `type`, to begin its report with.
@@ -108,24 +113,45 @@ impl Step<'_> {
                     let redis = self.redis(fault)?.lock().await;
                     (redis.name().to_owned(), redis.dir().to_owned())
                 };
-                let partner_name = partner_name(&name);
+                let files = sync_files(&name, &dir);
                 let ready = self
                     .partners
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .get_mut(self.slot)
                     .and_then(Option::take);
+                let ready = match ready {
+                    Some((partner, attached))
+                        if redis_errors::in_sync(addr, partner.addr()).await? =>
+                    {
+                        Some((partner, attached))
+                    }
+                    // Attached before something replaced the history it holds: a fresh one.
+                    Some((mut stale, _)) => {
+                        let _ = stale.stop().await;
+                        let _ = std::fs::remove_file(&files[1]);
+                        None
+                    }
+                    None => None,
+                };
                 let (mut partner, attached) = match ready {
                     Some((partner, attached)) => (partner, Some(attached)),
-                    None => (RedisServer::start(&partner_name, &dir).await?, None),
+                    None => (
+                        RedisServer::start(&own_partner_name(&name), &dir).await?,
+                        None,
+                    ),
                 };
                 // The syncs' files hold the limiter's counts: not left in the results folder.
-                let files = sync_files(&name, &dir);
-                let demoted = match attached {
-                    Some(attached) => {
-                        redis_errors::swap_roles(addr, partner.addr(), attached).await
-                    }
-                    None => redis_errors::demote(addr, partner.addr()).await,
+                let partner_file = dir.join(redis::rdb_file(partner.name()));
+                // CLIENT PAUSE/UNPAUSE and REPLICAOF; CONFIG GET/SET too unless the partner
+                // was attached ahead (then in an earlier phase). The partner's own commands and
+                // the replication handshake are left out.
+                let (demoted, commands) = match attached {
+                    Some(attached) => (
+                        redis_errors::swap_roles(addr, partner.addr(), attached).await,
+                        3,
+                    ),
+                    None => (redis_errors::demote(addr, partner.addr()).await, 5),
                 };
                 let demoted = match demoted {
                     Ok(demoted) => demoted,
@@ -143,16 +169,14 @@ impl Step<'_> {
                     }
                 };
                 let _ = std::fs::remove_file(&files[0]);
-                // CONFIG GET/SET, CLIENT PAUSE/UNPAUSE, REPLICAOF; the partner's own commands
-                // and the replication handshake are left out.
-                done.commands += 5;
+                done.commands += commands;
                 done.reports.push(format!(
                     "readonly: redis-server {addr} a replica of a partner at {} (synced first, \
                      writes paused {:.0} ms for the swap: no count lost)",
                     partner.addr(),
                     demoted.writes_paused.as_secs_f64() * 1000.0
                 ));
-                Undo::Partner(Box::new((partner, demoted, files[1].clone())))
+                Undo::Partner(Box::new((partner, demoted, partner_file)))
             }
             _ => unreachable!("{fault} is not routed here by Step::run"),
         })

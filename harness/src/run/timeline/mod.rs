@@ -143,7 +143,7 @@ impl<'a> Play<'a> {
         .await
         .with_redis_addrs(world.targets.iter().map(|t| t.redis_addr).collect())
         .with_fleets(world.targets.iter().map(|t| t.fleet.clone()).collect());
-        player.start_partners(scenario.phases.iter().flat_map(|p| &p.faults));
+        player.start_partners(&scenario.phases);
         let (n, phases) = (world.targets.len(), scenario.phases.len());
         Self {
             world,

@@ -21,8 +21,13 @@ use crate::infra::redis::SharedRedis;
 use crate::infra::redis_errors;
 use crate::infra::redis_native;
 use crate::infra::toxiproxy::Toxiproxy;
+use crate::scenario::Phase;
 use crate::targets::{Fleet, FleetError};
 use crate::wait::sleep_until;
+
+/// How long before its phase a `readonly` fault's partner is started: a start and sync took
+/// 70-300 ms; a phase sooner than this starts its own, so two never race for one name.
+const PARTNER_LEAD: Duration = Duration::from_secs(1);
 
 /// One target's result, or why it failed.
 pub type Outcome = Result<Done, FaultError>;
@@ -84,10 +89,14 @@ impl Player {
     /// target's own Redis under, and attaches it as a replica (synced, its sync files
     /// deleted), so that the fault begins with the swap of roles alone: starting and syncing
     /// a partner inside the phase put the fault in place 70-130 ms into it, and up to 0.3 s
-    /// on a busy machine, answered by a healthy Redis meanwhile. A fault that comes before its
-    /// partner is ready starts its own; one never used is stopped with the player.
-    pub fn start_partners<'f>(&self, faults: impl IntoIterator<Item = &'f Fault>) {
-        if !faults.into_iter().any(|f| matches!(f, Fault::Readonly {})) {
+    /// on a busy machine, answered by a healthy Redis meanwhile. Not when the first such
+    /// phase starts within [`PARTNER_LEAD`]: its fault starts its own, as one does that finds
+    /// its partner not ready; one never used is stopped with the player.
+    pub fn start_partners(&self, phases: &[Phase]) {
+        let first = phases
+            .iter()
+            .find(|p| p.faults.iter().any(|f| matches!(f, Fault::Readonly {})));
+        if first.is_none_or(|p| p.start < PARTNER_LEAD) {
             return;
         }
         for (slot, server) in self.redis.iter().enumerate() {
@@ -104,6 +113,8 @@ impl Player {
                         redis.addr(),
                     )
                 };
+                // Not held while the partner starts: the run may be ending.
+                drop(server);
                 // A failed start or sync is the fault's to meet and report, when it starts its
                 // own partner.
                 let Ok(partner) = RedisServer::start(&partner_name(&name), &dir).await else {

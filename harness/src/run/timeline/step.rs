@@ -84,9 +84,15 @@ pub(super) type SavedByFault = std::sync::Mutex<HashMap<(usize, String), Saved>>
 /// (taken by the fault).
 pub(super) type Partners = std::sync::Mutex<Vec<Option<(RedisServer, Attached)>>>;
 
-/// The partner redis-server of the target's Redis `name`.
+/// The partner redis-server of the target's Redis `name`, started ahead.
 pub(super) fn partner_name(name: &str) -> String {
     format!("{name}-partner")
+}
+
+/// The partner a `readonly` fault starts itself when none was ready: named apart, so that it
+/// never shares a log or a sync file with one started ahead and still on its way.
+pub(super) fn own_partner_name(name: &str) -> String {
+    format!("{name}-partner-own")
 }
 
 #[derive(Debug, Clone, Copy)]
