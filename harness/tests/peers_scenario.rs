@@ -48,6 +48,17 @@ fn the_peers_errors_scenario_runs_every_target_through_every_error_reply_and_con
     );
 }
 
+#[test]
+fn peers_errors_runs_the_peers_targets_in_the_same_order_so_the_same_batches() {
+    let names = |s: &Scenario| s.targets.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&shipped("peers-errors")), names(&shipped("peers")));
+}
+
+/// The shipped scenario `name`.
+fn shipped(name: &str) -> Scenario {
+    Scenario::load(&workspace().join(format!("scenarios/{name}.toml"))).unwrap()
+}
+
 /// Runs scenario `name` on every target as its `just` recipe does, at `scale`, and checks its
 /// outcomes:
 /// a table per fault phase in `faults`, a row per target, every claim confirmed.
@@ -91,14 +102,7 @@ fn every_target_through_every_fault(name: &str, scale: &str, faults: &[&str]) {
         String::from_utf8_lossy(&written.stderr)
     );
 
-    let scenario = Scenario::load(&workspace().join(format!("scenarios/{name}.toml"))).unwrap();
-    let peers = Scenario::load(&workspace().join("scenarios/peers.toml")).unwrap();
-    let names = |s: &Scenario| s.targets.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
-    assert_eq!(
-        names(&scenario),
-        names(&peers),
-        "{name} runs the peers' targets"
-    );
+    let scenario = shipped(name);
     let o = outcomes::read(&folder).unwrap();
     let ran_names: Vec<&str> = o.run.targets.iter().map(|t| t.name.as_str()).collect();
     let expected: Vec<&str> = scenario.targets.iter().map(|t| t.name.as_str()).collect();
