@@ -207,8 +207,8 @@ impl std::fmt::Display for BusyReport {
         write!(
             f,
             "busy: a script held Redis for {:.1} s (other clients answered -BUSY from {:.0} ms \
-             into the phase) until SCRIPT KILL ended it; failmode's own among the error \
-             replies: one -BUSY to its PING, one -ERR to the killed EVAL",
+             into the phase) until SCRIPT KILL ended it; Redis's count below includes \
+             failmode's own: one -BUSY to its PING, one -ERR to the killed EVAL",
             self.held.as_secs_f64(),
             self.busy_after.as_secs_f64() * 1000.0
         )
