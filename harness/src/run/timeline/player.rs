@@ -85,7 +85,7 @@ impl Player {
         }
     }
 
-    /// Starts, in the background, the partner a `readonly` among `faults` demotes each
+    /// Starts, in the background, the partner a `readonly` in `phases` demotes each
     /// target's own Redis under, and attaches it as a replica (synced, its sync files
     /// deleted), so that the fault begins with the swap of roles alone: starting and syncing
     /// a partner inside the phase put the fault in place 70-130 ms into it, and up to 0.3 s
