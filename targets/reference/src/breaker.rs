@@ -162,6 +162,18 @@ impl Breaker {
         }
     }
 
+    /// The store's connection was made anew after the breaker opened: a connect and a script
+    /// load have just succeeded, which is what the cool-down waits to find out, so the next
+    /// request probes at once. Instances that lost the store together find it again together
+    /// (their reconnect backoffs run in step), not a cool-down apart.
+    pub fn reconnected(&mut self, now: Instant) {
+        if let BreakerState::Open { until } = self.state
+            && until > now
+        {
+            self.state = BreakerState::Open { until: now };
+        }
+    }
+
     /// Records the outcome of a call made under `permit`. Returns the new state.
     pub fn record(&mut self, now: Instant, permit: Permit, succeeded: bool) -> BreakerState {
         match (self.state, permit) {
@@ -347,6 +359,28 @@ mod tests {
         assert_eq!(b.permit(t1), Permit::Probe);
         // The probe's outcome never arrives.
         assert_eq!(b.permit(t1 + Duration::from_secs(1)), Permit::Probe);
+    }
+
+    #[test]
+    fn a_new_connection_lets_the_probe_out_before_the_cooldown_ends() {
+        let t0 = Instant::now();
+        let mut b = breaker(t0);
+        b.reconnected(t0);
+        assert_eq!(
+            b.state(),
+            BreakerState::Closed,
+            "a closed breaker stays closed"
+        );
+        for _ in 0..5 {
+            fail(&mut b, t0);
+        }
+        let t1 = t0 + 200 * MS;
+        assert_eq!(b.permit(t1), Permit::Rejected);
+        b.reconnected(t1);
+        assert_eq!(b.permit(t1), Permit::Probe);
+        // Half-open already: the probe is out, and a reconnect sends no second one.
+        b.reconnected(t1 + MS);
+        assert_eq!(b.permit(t1 + MS), Permit::Rejected);
     }
 
     #[test]

@@ -17,15 +17,19 @@ pub enum FallbackReason {
     Refused,
     /// An error about this call only (a script error).
     Error,
+    /// The store is back, but the route took turns of its local share in this window: it
+    /// decides by them until the window ends, so the fleet returns to the store together.
+    Rejoining,
 }
 
 impl FallbackReason {
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Timeout,
         Self::Connection,
         Self::BreakerOpen,
         Self::Refused,
         Self::Error,
+        Self::Rejoining,
     ];
 
     pub fn of(e: &StoreError) -> Self {
@@ -44,6 +48,7 @@ impl FallbackReason {
             Self::BreakerOpen => "breaker_open",
             Self::Refused => "refused",
             Self::Error => "error",
+            Self::Rejoining => "rejoining",
         }
     }
 }
@@ -163,9 +168,9 @@ mod tests {
     fn an_outage_is_one_line_a_second_and_one_when_it_ends() {
         let mut s = Summary::default();
         let routes = ["api", "login"];
-        let quiet = [[0; 5], [0; 5]];
+        let quiet = [[0; 6], [0; 6]];
         assert_eq!(s.second(&quiet, &routes, false), None);
-        let busy = [[3, 0, 120, 0, 0], [0, 0, 4, 0, 0]];
+        let busy = [[3, 0, 120, 0, 0, 0], [0, 0, 4, 0, 0, 0]];
         assert_eq!(
             s.second(&busy, &routes, true),
             Some(Line::Degraded {
@@ -175,7 +180,7 @@ mod tests {
         );
         // No request in a second, still degraded: nothing to say, the outage goes on.
         assert_eq!(s.second(&quiet, &routes, true), None);
-        let one = [[0; 5], [0, 1, 0, 0, 0]];
+        let one = [[0; 6], [0, 1, 0, 0, 0, 0]];
         assert!(matches!(
             s.second(&one, &routes, true),
             Some(Line::Degraded { total: 1, .. })
@@ -193,7 +198,7 @@ mod tests {
     #[test]
     fn script_errors_alone_are_their_own_line_not_an_outage() {
         let mut s = Summary::default();
-        let errors = [[0, 0, 0, 0, 2], [0; 5]];
+        let errors = [[0, 0, 0, 0, 2, 0], [0; 6]];
         assert_eq!(
             s.second(&errors, &["api", "login"], false),
             Some(Line::CallErrors {
@@ -201,7 +206,7 @@ mod tests {
                 total: 2
             })
         );
-        assert_eq!(s.second(&[[0; 5], [0; 5]], &["api", "login"], false), None);
+        assert_eq!(s.second(&[[0; 6], [0; 6]], &["api", "login"], false), None);
     }
 
     #[test]
@@ -210,7 +215,7 @@ mod tests {
         t.add(1, FallbackReason::Refused);
         t.add(1, FallbackReason::Refused);
         t.add(0, FallbackReason::Timeout);
-        assert_eq!(t.take(), vec![[1, 0, 0, 0, 0], [0, 0, 0, 2, 0]]);
-        assert_eq!(t.take(), vec![[0; 5], [0; 5]]);
+        assert_eq!(t.take(), vec![[1, 0, 0, 0, 0, 0], [0, 0, 0, 2, 0, 0]]);
+        assert_eq!(t.take(), vec![[0; 6], [0; 6]]);
     }
 }

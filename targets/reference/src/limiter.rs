@@ -106,6 +106,12 @@ pub struct Limiter {
     /// Per route: 1 + the wall-clock window of the last turn of the local share taken, 0 for
     /// none since (see [`Self::uncounted`]).
     turns_in: Vec<AtomicU64>,
+    /// Per route: the window from which it decides by the store again after taking turns in
+    /// the window its breaker closed in, 0 for none (see [`Self::hold_turns`]).
+    rejoin_at: Vec<AtomicU64>,
+    /// The store's [`Store::connections_made`] when the breaker last opened: a connection made
+    /// since lets the probe out at once.
+    tripped_with: AtomicU64,
 }
 
 impl Limiter {
@@ -144,6 +150,8 @@ impl Limiter {
             degraded: Arc::new(AtomicBool::new(false)),
             last_store_answer: Mutex::new(now),
             turns_in: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            rejoin_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            tripped_with: AtomicU64::new(0),
             fallbacks: Tally::new(n),
         }
     }
@@ -209,6 +217,12 @@ impl Limiter {
             (Policy::LocalOnly, _) | (_, None) => {
                 self.local_decision(index, caller, f64::from(route.limit))
             }
+            (_, Some(_)) if self.rejoining(index) => {
+                self.metrics
+                    .fallback(label, FallbackReason::Rejoining.label());
+                self.fallbacks.add(index, FallbackReason::Rejoining);
+                self.fallback(index, caller)
+            }
             (_, Some(store)) => match self.ask_store(store, index, caller).await {
                 Ok(v) => self.store_decision(index, caller, v),
                 Err(reason) => {
@@ -234,10 +248,15 @@ impl Limiter {
         caller: &str,
     ) -> Result<StoreVerdict, FallbackReason> {
         let route = &self.routes[index].0;
+        let made = store.connections_made();
         let permit = if route.breaker {
+            let now = Instant::now();
             let mut breaker = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
             let before = breaker.state();
-            let permit = breaker.permit(Instant::now());
+            if made > self.tripped_with.load(Ordering::Relaxed) {
+                breaker.reconnected(now);
+            }
+            let permit = breaker.permit(now);
             let after = breaker.state();
             drop(breaker);
             self.note_breaker(before, after);
@@ -263,7 +282,7 @@ impl Limiter {
             let now = Instant::now();
             if route.breaker {
                 let failed = outcome.as_ref().is_err_and(StoreError::is_store_failure);
-                self.record_breaker(now, permit, !failed);
+                self.record_breaker(now, permit, !failed, made);
             }
             self.metrics.store_call(match &outcome {
                 Ok(_) => "ok",
@@ -304,12 +323,53 @@ impl Limiter {
         Err(last)
     }
 
-    fn record_breaker(&self, now: Instant, permit: Permit, ok: bool) {
+    /// `made`: the store's connections made when the call started, so that a reconnect
+    /// during a call that trips the breaker still lets the probe out at once.
+    fn record_breaker(&self, now: Instant, permit: Permit, ok: bool, made: u64) {
         let mut breaker = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
         let before = breaker.state();
         let after = breaker.record(now, permit, ok);
+        if matches!(after, BreakerState::Open { .. }) && after != before {
+            self.tripped_with.store(made, Ordering::Relaxed);
+        }
         drop(breaker);
         self.note_breaker(before, after);
+        if after == BreakerState::Closed && before != BreakerState::Closed {
+            self.hold_turns();
+        }
+    }
+
+    /// After the breaker closes, each route that took turns in its current window keeps
+    /// deciding by them until that window ends. The instances of a fleet find the store again
+    /// some milliseconds apart; in the window they do, those deciding by the store would see
+    /// a count without the turns the others took and admit the limit again beside them.
+    /// Together on the window's edge, every instance starts the next window by the store with
+    /// its turns carried ([`Self::uncounted`]).
+    fn hold_turns(&self) {
+        let now = SystemTime::now();
+        for (index, (route, _)) in self.routes.iter().enumerate() {
+            if !(route.breaker && route.policy.takes_turns()) {
+                continue;
+            }
+            let (w, _) = share::window_at(now, route.window);
+            if self.turns_in[index].load(Ordering::Relaxed) > w {
+                self.rejoin_at[index].store(w + 1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether route `index` still decides by its turns after the store came back.
+    fn rejoining(&self, index: usize) -> bool {
+        let at = self.rejoin_at[index].load(Ordering::Relaxed);
+        if at == 0 {
+            return false;
+        }
+        let (w, _) = share::window_at(SystemTime::now(), self.routes[index].0.window);
+        if w < at {
+            return true;
+        }
+        let _ = self.rejoin_at[index].compare_exchange(at, 0, Ordering::Relaxed, Ordering::Relaxed);
+        false
     }
 
     fn note_breaker(&self, before: BreakerState, after: BreakerState) {

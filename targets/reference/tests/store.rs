@@ -394,6 +394,8 @@ async fn after_an_outage_the_store_counts_what_the_instances_admitted_on_their_o
         Some(10),
         "acme's turns, counted by each instance's reconciliation"
     );
+    // The rest of the window is decided by the turns, which are spent (the next test follows
+    // the fleet into the next window, decided by the store).
     let mut again = Vec::new();
     for s in &fleet {
         again.extend(client.burst(s.addr(), "/api", "acme", 8).await);
@@ -403,10 +405,77 @@ async fn after_an_outage_the_store_counts_what_the_instances_admitted_on_their_o
         "the window ended before the check ({:?}): inconclusive, run again",
         started.elapsed()
     );
-    assert!(again.iter().all(|a| a.source == "store"), "{again:?}");
-    assert_eq!(
-        count(&again, 200),
-        0,
-        "the window's 10 were counted: {again:?}"
+    assert!(again.iter().all(|a| a.source == "local"), "{again:?}");
+    assert_eq!(count(&again, 200), 0, "the turns were spent: {again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_back_from_an_outage_keeps_to_its_turns_until_the_window_ends_then_decides_by_the_store()
+ {
+    let mut redis = RedisServer::start();
+    let window = Duration::from_secs(3);
+    let flags = [
+        "--heartbeat-interval",
+        "100ms",
+        "--limit",
+        "8",
+        "--window",
+        "3s",
+        // Past the window's end: only a reconnect lets the probe out in time.
+        "--breaker-cooldown",
+        "5s",
+    ];
+    let fleet = ranked_fleet(&redis, 2, &flags).await;
+    start_of_a_window(window).await;
+    let started = std::time::Instant::now();
+
+    redis.kill();
+    let client = Client::default();
+    let mut turns = 0;
+    for s in &fleet {
+        // Five failed calls open each instance's breaker.
+        let answers = client.burst(s.addr(), "/api", "acme", 6).await;
+        assert!(answers.iter().all(|a| a.source == "local"), "{answers:?}");
+        turns += count(&answers, 200);
+    }
+    assert_eq!(turns, 8, "4 turns each");
+
+    redis.restart();
+    for s in &fleet {
+        // The reconnect lets the probe out at once, not a cool-down later.
+        eventually(Duration::from_secs(1), "the probe, by the store", || {
+            let client = client.clone();
+            let addr = s.addr();
+            async move { client.get(addr, "/api", Some("probe")).await.source == "store" }
+        })
+        .await;
+    }
+    let mut held = Vec::new();
+    for s in &fleet {
+        held.extend(client.burst(s.addr(), "/api", "acme", 3).await);
+    }
+    assert!(
+        started.elapsed() < window - Duration::from_millis(300),
+        "the window ended before the check ({:?}): inconclusive, run again",
+        started.elapsed()
     );
+    assert!(held.iter().all(|a| a.source == "local"), "{held:?}");
+    assert_eq!(count(&held, 200), 0, "the turns were spent: {held:?}");
+    for s in &fleet {
+        let rejoining = metric(
+            &client.metrics(s.addr()).await,
+            r#"failmode_fallback_total{route="api",reason="rejoining"}"#,
+        );
+        assert!(rejoining >= 3.0, "{rejoining}");
+    }
+
+    start_of_a_window(window).await;
+    let mut next = Vec::new();
+    for s in &fleet {
+        next.extend(client.burst(s.addr(), "/api", "acme", 4).await);
+    }
+    assert!(next.iter().all(|a| a.source == "store"), "{next:?}");
+    // The window before holds the 8 turns, which the sliding estimate weighs: a store that
+    // had not counted them would admit 8 again at once.
+    assert!(count(&next, 200) <= 1, "{next:?}");
 }

@@ -79,6 +79,15 @@ impl Connection {
         }
     }
 
+    /// How many connections have been made so far: a higher number than before means the
+    /// store was reached again in between.
+    pub(crate) fn generation(&self) -> u64 {
+        self.slot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .generation
+    }
+
     pub(crate) fn is_connected(&self) -> bool {
         self.slot
             .lock()

@@ -105,6 +105,12 @@ impl Store {
         self.connection.is_connected()
     }
 
+    /// How many connections to the store have been made (each after a connect and a script
+    /// load succeeded): it grows when the store is reached again after a lost connection.
+    pub fn connections_made(&self) -> u64 {
+        self.connection.generation()
+    }
+
     /// The caller's key: hash-tagged on the caller so that every key of one caller shares a
     /// Redis Cluster slot. A `}` in a caller would end the hash tag early and put the caller
     /// in another caller's slot, so `{` and `}` become the fullwidth `｛` and `｝`: callers are
