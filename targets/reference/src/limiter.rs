@@ -109,8 +109,9 @@ pub struct Limiter {
     /// Per route: the window from which it decides by the store again after taking turns in
     /// the window its breaker closed in, 0 for none (see [`Self::hold_turns`]).
     rejoin_at: Vec<AtomicU64>,
-    /// The store's [`Store::connections_made`] when the breaker last opened: a connection made
-    /// since lets the probe out at once.
+    /// The store's [`Store::connections_made`] when the breaker last opened on a lost
+    /// connection (`u64::MAX` when it opened on anything else): a connection made since lets
+    /// the probe out at once.
     tripped_with: AtomicU64,
 }
 
@@ -151,7 +152,7 @@ impl Limiter {
             last_store_answer: Mutex::new(now),
             turns_in: (0..n).map(|_| AtomicU64::new(0)).collect(),
             rejoin_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            tripped_with: AtomicU64::new(0),
+            tripped_with: AtomicU64::new(u64::MAX),
             fallbacks: Tally::new(n),
         }
     }
@@ -282,7 +283,10 @@ impl Limiter {
             let now = Instant::now();
             if route.breaker {
                 let failed = outcome.as_ref().is_err_and(StoreError::is_store_failure);
-                self.record_breaker(now, permit, !failed, made);
+                // Only a lost connection is news a reconnect brings: a store too slow for the
+                // timeout or answering errors can be reconnected to and still fail.
+                let lost = matches!(outcome, Err(StoreError::Connection(_)));
+                self.record_breaker(now, permit, !failed, lost.then_some(made));
             }
             self.metrics.store_call(match &outcome {
                 Ok(_) => "ok",
@@ -323,14 +327,15 @@ impl Limiter {
         Err(last)
     }
 
-    /// `made`: the store's connections made when the call started, so that a reconnect
-    /// during a call that trips the breaker still lets the probe out at once.
-    fn record_breaker(&self, now: Instant, permit: Permit, ok: bool, made: u64) {
+    /// `lost`: for a call that failed on a lost connection, the store's connections made when
+    /// it started, so that a reconnect even during it lets the probe out at once.
+    fn record_breaker(&self, now: Instant, permit: Permit, ok: bool, lost: Option<u64>) {
         let mut breaker = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
         let before = breaker.state();
         let after = breaker.record(now, permit, ok);
         if matches!(after, BreakerState::Open { .. }) && after != before {
-            self.tripped_with.store(made, Ordering::Relaxed);
+            self.tripped_with
+                .store(lost.unwrap_or(u64::MAX), Ordering::Relaxed);
         }
         drop(breaker);
         self.note_breaker(before, after);
