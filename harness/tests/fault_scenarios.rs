@@ -266,7 +266,6 @@ async fn a_flapping_redis_lets_acme_through_the_reference_at_most_five_percent_o
     assert!(acme.over_admission.unwrap() <= 0.05, "{acme:?}");
     // Within one window's limit of 30 windows' at most, whatever the phase's edges cut.
     assert_eq!(acme.over_admission_beyond_window, Some(0.0), "{acme:?}");
-    assert!(acme.wrongful_denial.unwrap() < 0.01, "{acme:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
