@@ -292,6 +292,23 @@ async fn ranked_fleet(
 }
 
 /// Waits for the start of a wall-clock window of `window`, as the instances number them.
+/// Waits, within `within` for each instance, until a caller of its own is decided by the
+/// store: its breaker's probe went out and found the store back.
+async fn each_decides_by_the_store_again(
+    client: &Client,
+    fleet: &[failmode_reference::Server],
+    within: Duration,
+) {
+    for s in fleet {
+        eventually(within, "a decision by the store again", || {
+            let client = client.clone();
+            let addr = s.addr();
+            async move { client.get(addr, "/api", Some("probe")).await.source == "store" }
+        })
+        .await;
+    }
+}
+
 async fn start_of_a_window(window: Duration) {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -371,18 +388,7 @@ async fn after_an_outage_the_store_counts_what_the_instances_admitted_on_their_o
     // Back, empty: seed 000's reference would start this window from nothing and admit the
     // limit again.
     redis.restart();
-    for s in &fleet {
-        eventually(
-            Duration::from_secs(5),
-            "decisions from the store again",
-            || {
-                let client = client.clone();
-                let addr = s.addr();
-                async move { client.get(addr, "/api", Some("probe")).await.source == "store" }
-            },
-        )
-        .await;
-    }
+    each_decides_by_the_store_again(&client, &fleet, Duration::from_secs(5)).await;
     // Counted when the store came back, before acme's own next decision.
     let counted: Option<u64> = redis::cmd("HGET")
         .arg("rl:{acme}:api")
@@ -441,15 +447,8 @@ async fn a_fleet_back_from_an_outage_keeps_to_its_turns_until_the_window_ends_th
     assert_eq!(turns, 8, "4 turns each");
 
     redis.restart();
-    for s in &fleet {
-        // The reconnect lets the probe out at once, not a cool-down later.
-        eventually(Duration::from_secs(1), "the probe, by the store", || {
-            let client = client.clone();
-            let addr = s.addr();
-            async move { client.get(addr, "/api", Some("probe")).await.source == "store" }
-        })
-        .await;
-    }
+    // The reconnect lets the probe out at once, not a cool-down later.
+    each_decides_by_the_store_again(&client, &fleet, Duration::from_secs(1)).await;
     let mut held = Vec::new();
     for s in &fleet {
         held.extend(client.burst(s.addr(), "/api", "acme", 3).await);
