@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod policy;
 pub mod share;
 pub mod store;
+pub mod turns;
 pub mod window;
 
 use std::net::SocketAddr;

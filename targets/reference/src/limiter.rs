@@ -17,6 +17,7 @@ use crate::metrics::{Metrics, RouteLabel};
 use crate::policy::{Policy, Route};
 use crate::share;
 use crate::store::{Store, StoreError, StoreVerdict};
+use crate::turns::TurnWindows;
 
 /// Where a decision came from; the `Failmode-Source` header and a metrics label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,12 +104,9 @@ pub struct Limiter {
     last_store_answer: Mutex<Instant>,
     /// Fallbacks since the log's last summary (`crate::fallback::Summary`).
     fallbacks: Tally,
-    /// Per route: 1 + the wall-clock window of the last turn of the local share taken, 0 for
-    /// none since (see [`Self::uncounted`]).
-    turns_in: Vec<AtomicU64>,
-    /// Per route: the window from which it decides by the store again after taking turns in
-    /// the window its breaker closed in, 0 for none (see [`Self::hold_turns`]).
-    rejoin_at: Vec<AtomicU64>,
+    /// Per route: when turns were last taken ([`Self::uncounted`]), and the hold after the
+    /// breaker closes ([`Self::hold_turns`]).
+    turns: TurnWindows,
     /// The store's [`Store::connections_made`] when the breaker last opened on a lost
     /// connection (`u64::MAX` when it opened on anything else): a connection made since lets
     /// the probe out at once.
@@ -152,8 +150,7 @@ impl Limiter {
             metrics,
             degraded: Arc::new(AtomicBool::new(false)),
             last_store_answer: Mutex::new(now),
-            turns_in: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            rejoin_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            turns: TurnWindows::new(n),
             tripped_with: AtomicU64::new(u64::MAX),
             slow_or_refusing: AtomicBool::new(false),
             fallbacks: Tally::new(n),
@@ -370,21 +367,16 @@ impl Limiter {
         self.note_breaker(before, after);
     }
 
-    /// After the breaker closes, each route that took turns in its current window keeps
-    /// deciding by them until that window ends. The instances of a fleet find the store again
-    /// some milliseconds apart; in the window they do, those deciding by the store would see
-    /// a count without the turns the others took and admit the limit again beside them.
-    /// Together on the window's edge, every instance starts the next window by the store with
+    /// After the breaker closes, each route with a breaker that took turns in its current
+    /// window keeps deciding by them until that window ends ([`TurnWindows::hold_if_taken_in`]):
+    /// together on the window's edge, every instance starts the next window by the store with
     /// its turns carried ([`Self::uncounted`]).
     fn hold_turns(&self) {
         let now = SystemTime::now();
         for (index, (route, _)) in self.routes.iter().enumerate() {
-            if !(route.breaker && route.policy.takes_turns()) {
-                continue;
-            }
-            let (w, _) = share::window_at(now, route.window);
-            if self.turns_in[index].load(Ordering::Relaxed) > w {
-                self.rejoin_at[index].store(w + 1, Ordering::Relaxed);
+            if route.breaker && route.policy.takes_turns() {
+                let (w, _) = share::window_at(now, route.window);
+                self.turns.hold_if_taken_in(index, w);
             }
         }
     }
@@ -393,16 +385,8 @@ impl Limiter {
     /// held are carried with each caller's next decision ([`Self::uncounted`]), as after any
     /// outage.
     fn holding(&self, index: usize) -> bool {
-        let at = self.rejoin_at[index].load(Ordering::Relaxed);
-        if at == 0 {
-            return false;
-        }
         let (w, _) = share::window_at(SystemTime::now(), self.routes[index].0.window);
-        if w < at {
-            return true;
-        }
-        let _ = self.rejoin_at[index].compare_exchange(at, 0, Ordering::Relaxed, Ordering::Relaxed);
-        false
+        self.turns.holding(index, w)
     }
 
     fn note_breaker(&self, before: BreakerState, after: BreakerState) {
@@ -494,22 +478,10 @@ impl Limiter {
     /// start empty (seed 000's burst after recovery) and its sliding estimate weighs the
     /// window before as it was. Only looked up while turns were taken in those two windows.
     fn uncounted(&self, index: usize, caller: &str) -> Uncounted {
-        let marked = self.turns_in[index].load(Ordering::Relaxed);
-        if marked == 0 {
-            return Uncounted::default();
-        }
         let (w, _) = share::window_at(SystemTime::now(), self.routes[index].0.window);
-        if marked >= w {
-            // marked − 1 is w or w − 1.
+        if self.turns.taken_since_the_window_before(index, w) {
             self.local.uncounted(index, caller, w)
         } else {
-            // Turns of windows gone by: the store's own counts cover these.
-            let _ = self.turns_in[index].compare_exchange(
-                marked,
-                0,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
             Uncounted::default()
         }
     }
@@ -520,8 +492,7 @@ impl Limiter {
         let route = &self.routes[index].0;
         let (instances, rank) = self.live.with_rank();
         let (w, into) = share::window_at(SystemTime::now(), route.window);
-        // The latest window wins: a decision of the window before, late, must not hide it.
-        self.turns_in[index].fetch_max(w + 1, Ordering::Relaxed);
+        self.turns.taken(index, w);
         let budget = share::budget(route.limit, instances, rank, w);
         let (allowed, remaining) =
             self.local
@@ -603,9 +574,8 @@ impl Limiter {
     async fn reconcile(&self, store: &Store) {
         let mut counted = 0;
         for (index, (route, _)) in self.routes.iter().enumerate() {
-            let marked = self.turns_in[index].load(Ordering::Relaxed);
             let (w, _) = share::window_at(SystemTime::now(), route.window);
-            if marked == 0 || marked < w {
+            if !self.turns.taken_since_the_window_before(index, w) {
                 continue;
             }
             for (caller, uncounted) in self.local.all_uncounted(index, w, RECONCILE_AT_ONCE) {
