@@ -295,8 +295,9 @@ const REDIS_BUDGET_US: u64 = 20_000;
 const ATTEMPTS: usize = 4;
 
 /// A run through `fault` of targets that are healthy while Redis is. A target that took longer
-/// than its whole Redis budget to answer, at the median, with Redis healthy measured the
-/// machine, not the library: the run is done again (up to [`ATTEMPTS`] runs, each retry said
+/// than its whole Redis budget to answer, at the median, with Redis healthy, or answered errors
+/// with Redis healthy while the load generator was late, measured the machine, not the
+/// library: the run is done again (up to [`ATTEMPTS`] runs, each retry said
 /// on stderr). Every other target is judged on every run, so one that breaks the limit while
 /// answering in time fails at once.
 async fn run_healthy_then(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDir) {
@@ -310,6 +311,22 @@ async fn run_healthy_then(targets: &[&str], fault: &str) -> (RunResult, tempfile
                 steady.service_time_us.as_ref().map_or(0, |p| p.p50) > REDIS_BUDGET_US
             })
             .map(|t| t.name.clone())
+            // Erring with Redis healthy while the load generator itself sent late: the machine
+            // was short then too (CI saw express-rate-limit and envoy-ratelimit-deny answer 6-7 %
+            // 500s in the healthy phase with the send lag's p99 at 23-27 ms).
+            .chain(r.targets.iter().filter_map(|t| {
+                let late = r
+                    .notes
+                    .iter()
+                    .any(|n| n.starts_with("the load generator sent late"));
+                let erring = r
+                    .notes
+                    .iter()
+                    .any(|n| n.starts_with(&format!("{} answered", t.name)));
+                (late && erring).then(|| t.name.clone())
+            }))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect();
         if slow.is_empty() || attempt == ATTEMPTS {
             check_healthy(&r, &[], &slow);
@@ -318,7 +335,8 @@ async fn run_healthy_then(targets: &[&str], fault: &str) -> (RunResult, tempfile
         check_healthy(&r, &slow, &slow);
         eprintln!(
             "run {attempt} of {ATTEMPTS}: the median answer took longer than the whole Redis \
-             budget with Redis healthy ({}): the machine was short, running again",
+             budget, or erred while the load generator was late, with Redis healthy ({}): the \
+             machine was short, running again",
             slow.join(", ")
         );
     }

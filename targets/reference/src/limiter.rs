@@ -356,8 +356,11 @@ impl Limiter {
         let before = breaker.state();
         let after = breaker.record(now, permit, ok);
         if matches!(after, BreakerState::Open { .. }) && after != before {
+            // One early probe an outage: a store that takes a connection and its scripts but
+            // drops the calls after would otherwise be probed as fast as it can be reconnected.
+            let early = lost.filter(|_| !matches!(before, BreakerState::HalfOpen { .. }));
             self.tripped_with
-                .store(lost.unwrap_or(u64::MAX), Ordering::Relaxed);
+                .store(early.unwrap_or(u64::MAX), Ordering::Relaxed);
         }
         // Under the lock: no request may see the breaker closed before the hold is in place.
         if after == BreakerState::Closed && before != BreakerState::Closed {
