@@ -113,6 +113,8 @@ pub struct Limiter {
     tripped_with: AtomicU64,
     /// Whether a call timed out or met a store-wide error reply since the store last answered.
     slow_or_refusing: AtomicBool,
+    /// Whether a reconnect let a probe out early in this outage (one an outage).
+    early_probe: AtomicBool,
 }
 
 impl Limiter {
@@ -153,6 +155,7 @@ impl Limiter {
             turns: TurnWindows::new(n),
             tripped_with: AtomicU64::new(u64::MAX),
             slow_or_refusing: AtomicBool::new(false),
+            early_probe: AtomicBool::new(false),
             fallbacks: Tally::new(n),
         }
     }
@@ -266,8 +269,11 @@ impl Limiter {
             let now = Instant::now();
             let mut breaker = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
             let before = breaker.state();
-            if made > self.tripped_with.load(Ordering::Relaxed) {
+            if made > self.tripped_with.load(Ordering::Relaxed)
+                && matches!(before, BreakerState::Open { until } if until > now)
+            {
                 breaker.reconnected(now);
+                self.early_probe.store(true, Ordering::Relaxed);
             }
             let permit = breaker.permit(now);
             let after = breaker.state();
@@ -358,7 +364,11 @@ impl Limiter {
         if matches!(after, BreakerState::Open { .. }) && after != before {
             // One early probe an outage: a store that takes a connection and its scripts but
             // drops the calls after would otherwise be probed as fast as it can be reconnected.
-            let early = lost.filter(|_| !matches!(before, BreakerState::HalfOpen { .. }));
+            // A failed probe of the cool-down keeps it (the store may come back later).
+            if before == BreakerState::Closed {
+                self.early_probe.store(false, Ordering::Relaxed);
+            }
+            let early = lost.filter(|_| !self.early_probe.load(Ordering::Relaxed));
             self.tripped_with
                 .store(early.unwrap_or(u64::MAX), Ordering::Relaxed);
         }
