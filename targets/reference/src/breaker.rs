@@ -127,6 +127,10 @@ pub struct Breaker {
     state: BreakerState,
     consecutive: u32,
     rolling: Rolling,
+    /// The store's connections made when the breaker opened on a lost connection, while this
+    /// outage's early probe is unspent: a connection made since is news ([`Self::permit_after`]).
+    reconnect_after: Option<u64>,
+    early_spent: bool,
 }
 
 impl Breaker {
@@ -136,6 +140,8 @@ impl Breaker {
             state: BreakerState::Closed,
             consecutive: 0,
             rolling: Rolling::new(now, settings.window),
+            reconnect_after: None,
+            early_spent: false,
         }
     }
 
@@ -162,16 +168,44 @@ impl Breaker {
         }
     }
 
-    /// The store's connection was made anew after the breaker opened: a connect and a script
-    /// load have just succeeded, which is what the cool-down waits to find out, so the next
-    /// request probes at once. Instances that lost the store together find it again together
-    /// (their reconnect backoffs run in step), not a cool-down apart.
-    pub fn reconnected(&mut self, now: Instant) {
+    /// Asks whether a request may call the store now, the store having made `connections`
+    /// connections so far. One made since the breaker opened on a lost connection means a
+    /// connect and a script load have just succeeded, which is what the cool-down waits to
+    /// find out: the request probes at once, once an outage. Instances that lost the store
+    /// together find it again within milliseconds (their reconnect backoffs run nearly in
+    /// step), not a cool-down apart.
+    pub fn permit_after(&mut self, now: Instant, connections: u64) -> Permit {
         if let BreakerState::Open { until } = self.state
             && until > now
+            && self.reconnect_after.is_some_and(|made| connections > made)
         {
             self.state = BreakerState::Open { until: now };
+            self.early_spent = true;
         }
+        self.permit(now)
+    }
+
+    /// [`Self::record`], with `lost`: for a call that failed on a lost connection (and on
+    /// nothing slower since the store last answered), the store's connections made when it
+    /// started. A store that takes a connection and its scripts but drops the calls after
+    /// would otherwise be probed as fast as it can be reconnected: a failed early probe
+    /// waits the cool-down, while a failed probe of the cool-down keeps the early one.
+    pub fn record_call(
+        &mut self,
+        now: Instant,
+        permit: Permit,
+        ok: bool,
+        lost: Option<u64>,
+    ) -> BreakerState {
+        let before = self.state;
+        let after = self.record(now, permit, ok);
+        if matches!(after, BreakerState::Open { .. }) && after != before {
+            if before == BreakerState::Closed {
+                self.early_spent = false;
+            }
+            self.reconnect_after = lost.filter(|_| !self.early_spent);
+        }
+        after
     }
 
     /// Records the outcome of a call made under `permit`. Returns the new state.
@@ -361,26 +395,59 @@ mod tests {
         assert_eq!(b.permit(t1 + Duration::from_secs(1)), Permit::Probe);
     }
 
+    fn lose(b: &mut Breaker, now: Instant, connections: u64) -> BreakerState {
+        let permit = b.permit_after(now, connections);
+        b.record_call(now, permit, false, Some(connections))
+    }
+
     #[test]
-    fn a_new_connection_lets_the_probe_out_before_the_cooldown_ends() {
+    fn a_new_connection_lets_the_probe_out_before_the_cooldown_ends_once_an_outage() {
         let t0 = Instant::now();
         let mut b = breaker(t0);
-        b.reconnected(t0);
-        assert_eq!(
-            b.state(),
-            BreakerState::Closed,
-            "a closed breaker stays closed"
-        );
         for _ in 0..5 {
-            fail(&mut b, t0);
+            lose(&mut b, t0, 1);
         }
         let t1 = t0 + 200 * MS;
-        assert_eq!(b.permit(t1), Permit::Rejected);
-        b.reconnected(t1);
-        assert_eq!(b.permit(t1), Permit::Probe);
+        assert_eq!(b.permit_after(t1, 1), Permit::Rejected, "no new connection");
+        let probe = b.permit_after(t1, 2);
+        assert_eq!(probe, Permit::Probe);
         // Half-open already: the probe is out, and a reconnect sends no second one.
-        b.reconnected(t1 + MS);
-        assert_eq!(b.permit(t1 + MS), Permit::Rejected);
+        assert_eq!(b.permit_after(t1 + MS, 3), Permit::Rejected);
+        // The early probe failed on its lost connection: the next waits the cool-down.
+        b.record_call(t1, probe, false, Some(2));
+        assert_eq!(b.permit_after(t1 + MS, 4), Permit::Rejected);
+        let t2 = t1 + Duration::from_secs(1);
+        let probe = b.permit_after(t2, 4);
+        assert_eq!(probe, Permit::Probe);
+        assert_eq!(b.record_call(t2, probe, true, None), BreakerState::Closed);
+        // A new outage has an early probe of its own.
+        for _ in 0..5 {
+            lose(&mut b, t2, 4);
+        }
+        assert_eq!(b.permit_after(t2 + MS, 5), Permit::Probe);
+    }
+
+    #[test]
+    fn a_breaker_opened_on_anything_but_a_lost_connection_waits_the_cooldown() {
+        let t0 = Instant::now();
+        let mut b = breaker(t0);
+        for _ in 0..5 {
+            let permit = b.permit_after(t0, 1);
+            b.record_call(t0, permit, false, None);
+        }
+        assert_eq!(b.permit_after(t0 + 200 * MS, 2), Permit::Rejected);
+    }
+
+    #[test]
+    fn a_failed_probe_of_the_cooldown_keeps_the_early_one() {
+        let t0 = Instant::now();
+        let mut b = breaker(t0);
+        for _ in 0..5 {
+            lose(&mut b, t0, 1);
+        }
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(matches!(lose(&mut b, t1, 1), BreakerState::Open { .. }));
+        assert_eq!(b.permit_after(t1 + MS, 2), Permit::Probe);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! fallback counters by reason, summed in the log once a second (`crate::fallback`).
 
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -107,14 +107,8 @@ pub struct Limiter {
     /// Per route: when turns were last taken ([`Self::uncounted`]), and the hold after the
     /// breaker closes ([`Self::hold_turns`]).
     turns: TurnWindows,
-    /// The store's [`Store::connections_made`] when the breaker last opened on a lost
-    /// connection (`u64::MAX` when it opened on anything else): a connection made since lets
-    /// the probe out at once.
-    tripped_with: AtomicU64,
     /// Whether a call timed out or met a store-wide error reply since the store last answered.
     slow_or_refusing: AtomicBool,
-    /// Whether a reconnect let a probe out early in this outage (one an outage).
-    early_probe: AtomicBool,
 }
 
 impl Limiter {
@@ -153,9 +147,7 @@ impl Limiter {
             degraded: Arc::new(AtomicBool::new(false)),
             last_store_answer: Mutex::new(now),
             turns: TurnWindows::new(n),
-            tripped_with: AtomicU64::new(u64::MAX),
             slow_or_refusing: AtomicBool::new(false),
-            early_probe: AtomicBool::new(false),
             fallbacks: Tally::new(n),
         }
     }
@@ -269,13 +261,7 @@ impl Limiter {
             let now = Instant::now();
             let mut breaker = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
             let before = breaker.state();
-            if made > self.tripped_with.load(Ordering::Relaxed)
-                && matches!(before, BreakerState::Open { until } if until > now)
-            {
-                breaker.reconnected(now);
-                self.early_probe.store(true, Ordering::Relaxed);
-            }
-            let permit = breaker.permit(now);
+            let permit = breaker.permit_after(now, made);
             let after = breaker.state();
             drop(breaker);
             self.note_breaker(before, after);
@@ -360,18 +346,7 @@ impl Limiter {
     fn record_breaker(&self, now: Instant, permit: Permit, ok: bool, lost: Option<u64>) {
         let mut breaker = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
         let before = breaker.state();
-        let after = breaker.record(now, permit, ok);
-        if matches!(after, BreakerState::Open { .. }) && after != before {
-            // One early probe an outage: a store that takes a connection and its scripts but
-            // drops the calls after would otherwise be probed as fast as it can be reconnected.
-            // A failed probe of the cool-down keeps it (the store may come back later).
-            if before == BreakerState::Closed {
-                self.early_probe.store(false, Ordering::Relaxed);
-            }
-            let early = lost.filter(|_| !self.early_probe.load(Ordering::Relaxed));
-            self.tripped_with
-                .store(early.unwrap_or(u64::MAX), Ordering::Relaxed);
-        }
+        let after = breaker.record_call(now, permit, ok, lost);
         // Under the lock: no request may see the breaker closed before the hold is in place.
         if after == BreakerState::Closed && before != BreakerState::Closed {
             self.hold_turns();
