@@ -104,17 +104,20 @@ pub fn join(parts: Vec<RunResult>) -> Result<RunResult, JoinError> {
 /// Joins `batch_folders` into `folder`: `run.json`, `series.csv` (the batches' rows, whose
 /// seconds all count from their own batch's start, so they line up on the timeline) and the
 /// first batch's `scenario.toml`. `not_run` names the targets of batches that never ran (an
-/// interruption, an error): the joined run is then partial and says so.
+/// interruption, an error): the joined run is then partial and says so. `notes` are the
+/// run's own (a batch that ran twice), beside each batch's.
 pub fn write_joined(
     folder: &Path,
     batch_folders: &[PathBuf],
     not_run: &[String],
+    notes: &[String],
 ) -> Result<RunResult, JoinError> {
     let parts = batch_folders
         .iter()
         .map(|f| RunResult::read(f))
         .collect::<Result<Vec<_>, _>>()?;
     let mut joined = join(parts)?.with_trust_recorded();
+    joined.notes.extend_from_slice(notes);
     if !not_run.is_empty() {
         joined.partial = true;
         joined.notes.push(format!(

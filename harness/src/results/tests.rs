@@ -4,7 +4,7 @@ use super::*;
 
 use crate::results::build::build_targets;
 use crate::results::fixture;
-use crate::results::trust::{broken_before_any_fault, machine_saturated};
+use crate::results::trust::{broken_before_any_fault, machine_saturated, short_of_cpu_and_erring};
 
 fn target(name: &str, steady: Counts) -> TargetResult {
     let outage = Counts {
@@ -176,6 +176,37 @@ fn a_target_erring_before_any_fault_is_named_and_errors_under_the_fault_are_not(
     assert_eq!(notes.len(), 1, "3 errors of 290 are noise: {notes:?}");
     assert!(notes[0].starts_with("broken answered 100.0 %"), "{notes:?}");
     assert!(notes[0].contains("(steady)"), "{notes:?}");
+}
+
+#[test]
+fn a_batch_is_worth_running_again_only_when_a_target_erred_before_any_fault_while_the_generator_was_late()
+ {
+    let erring = Counts {
+        offered: 290,
+        admitted: 250,
+        server_error: 40,
+        ..Counts::default()
+    };
+    let healthy = Counts {
+        offered: 290,
+        admitted: 290,
+        ..Counts::default()
+    };
+    let mut targets = vec![target("erring", erring), target("healthy", healthy)];
+    targets[1].send_lag_us = Some(fixture::flat_latency(1_000));
+    assert_eq!(
+        short_of_cpu_and_erring(&targets),
+        None,
+        "on time: the target is broken"
+    );
+    targets[1].send_lag_us = Some(fixture::flat_latency(70_700));
+    let why = short_of_cpu_and_erring(&targets).unwrap();
+    assert_eq!(
+        why,
+        "erring erred before any fault while the load generator sent late (send lag p99 70.7 ms, healthy)"
+    );
+    targets[0] = target("erring", healthy);
+    assert_eq!(short_of_cpu_and_erring(&targets), None, "late, none erring");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Runs in batches (`--batch N`): the targets a few at a time, each batch through the whole
-//! timeline into `batch-K/` of one results folder, then joined there.
+//! timeline into `batch-K/` of one results folder, then joined there. A batch whose target
+//! erred with Redis healthy while the machine was short of CPU runs once more.
 
 use std::time::SystemTime;
 
@@ -9,7 +10,7 @@ use super::progress::Say;
 use super::{RunError, RunOptions, RunOutcome, record, run};
 use crate::abort;
 use crate::names::glob_matches;
-use crate::results::{self, folder::RunFolder};
+use crate::results::{self, folder::RunFolder, trust};
 use crate::scenario::Scenario;
 
 /// Runs the targets `size` at a time, one batch after another, each through the whole
@@ -41,6 +42,7 @@ pub async fn run_in_batches(
     let folder =
         RunFolder::create(path.clone()).map_err(|source| RunError::Results { path, source })?;
     let mut ran = Vec::new();
+    let mut reruns = Vec::new();
     let mut failure = None;
     for (k, batch) in batches.iter().enumerate() {
         say.line(&format!(
@@ -49,17 +51,33 @@ pub async fn run_in_batches(
             batches.len(),
             batch.join(", ")
         ));
-        let outcome = run(
-            RunOptions {
-                targets: Some(batch.clone()),
-                out: Some(folder.path.join(format!("batch-{}", k + 1))),
-                scenario: guarding(&opts.scenario, batch),
-                ..opts.clone()
-            },
-            interrupt.clone(),
-            say,
-        )
-        .await;
+        let out = folder.path.join(format!("batch-{}", k + 1));
+        let batch_opts = RunOptions {
+            targets: Some(batch.clone()),
+            out: Some(out.clone()),
+            scenario: guarding(&opts.scenario, batch),
+            ..opts.clone()
+        };
+        let mut outcome = run(batch_opts.clone(), interrupt.clone(), say).await;
+        // Once a batch: a second machine hiccup in a row is reported as it is.
+        if let Ok(o) = &outcome
+            && !o.result.partial
+            && let Some(why) = trust::short_of_cpu_and_erring(&o.result.targets)
+        {
+            let aside = folder.path.join(format!("batch-{}-short-of-cpu", k + 1));
+            std::fs::rename(&out, &aside).map_err(|source| RunError::Results {
+                path: aside.clone(),
+                source,
+            })?;
+            let note = format!(
+                "batch {}: ran twice, as in its first run (kept in {}/) {why}",
+                k + 1,
+                aside.file_name().unwrap_or_default().to_string_lossy()
+            );
+            say.line(&note);
+            reruns.push(note);
+            outcome = run(batch_opts, interrupt.clone(), say).await;
+        }
         match outcome {
             Ok(o) => {
                 ran.push(o.folder.path);
@@ -79,7 +97,7 @@ pub async fn run_in_batches(
         return Err(failure.unwrap_or(RunError::InterruptedBeforeLoad(folder.logs())));
     }
     let not_run: Vec<String> = batches[ran.len()..].concat();
-    let result = results::batches::write_joined(&folder.path, &ran, &not_run)?;
+    let result = results::batches::write_joined(&folder.path, &ran, &not_run, &reruns)?;
     // Each batch has its own logs/; the joined folder's stays empty.
     let _ = std::fs::remove_dir(folder.logs());
     if let Some(e) = failure {
