@@ -10,58 +10,15 @@
 mod support;
 
 use failmode::results::RunResult;
-use failmode::results::read::{SeriesRow, read_series};
-use failmode::run::progress::Say;
-use failmode::run::{RunOptions, run};
-use failmode::scenario::Scenario;
-use support::{tenant_in, workspace};
-use tokio_util::sync::CancellationToken;
+use failmode::results::read::SeriesRow;
+use support::shipped::{reports, run_at};
+use support::tenant_in;
 
 /// A fifth of each timeline: 2 s steady, 6 s of fault, 3 s after.
 const SCALE: f64 = 0.2;
 
-/// One run at a time: each target has its own Redis, and several runs at once would measure
-/// the machine.
-static ONE_RUN_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 async fn run_scaled(name: &str, targets: &[&str]) -> (RunResult, Vec<SeriesRow>) {
     run_at(name, targets, SCALE).await
-}
-
-async fn run_at(name: &str, targets: &[&str], scale: f64) -> (RunResult, Vec<SeriesRow>) {
-    let _alone = ONE_RUN_AT_A_TIME.lock().await;
-    let scenario = Scenario::load(&workspace().join(format!("scenarios/{name}.toml"))).unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let folder = out.path().join("run");
-    let outcome = run(
-        RunOptions {
-            root: workspace(),
-            results_root: out.path().to_owned(),
-            scenario: scenario.scaled(scale),
-            duration_scale: scale,
-            targets: Some(targets.iter().map(|t| (*t).to_owned()).collect()),
-            out: Some(folder.clone()),
-            build: true,
-            topology: failmode::run::Topology::Local,
-            worker: None,
-            live_metrics: None,
-        },
-        CancellationToken::new(),
-        &Say::default(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert!(!outcome.result.partial);
-    (outcome.result, read_series(&folder).unwrap())
-}
-
-fn reports<'a>(r: &'a RunResult, target: &str) -> Vec<&'a str> {
-    let t = r.targets.iter().find(|t| t.name == target).unwrap();
-    t.events
-        .iter()
-        .filter(|e| e.kind == "fault-report")
-        .map(|e| e.detail.as_str())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

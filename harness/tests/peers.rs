@@ -63,6 +63,7 @@ async fn contract_refusing_with(name: &str, refused: u16) {
         root: &workspace(),
         log_dir: logs.path(),
         redis_url: &redis_url,
+        sentinel: None,
         instance_count: 1,
         limit: f64::from(LIMIT),
         window: Duration::from_secs(60),

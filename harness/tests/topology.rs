@@ -52,6 +52,7 @@ async fn world(count: u32, down: bool) -> World {
         root: workspace(),
         log_dir: dir.path().to_owned(),
         redis_url: format!("redis://{listen}"),
+        sentinel: None,
         limit: 50.0,
         window: Duration::from_secs(1),
     };

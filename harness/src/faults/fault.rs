@@ -4,7 +4,8 @@
 //! `{ type = "noisy-neighbour" }`, `{ type = "eviction" }`), one that makes that Redis answer
 //! with errors (`{ type = "oom" }`, `{ type = "readonly" }`, `{ type = "busy" }`,
 //! `{ type = "script-flush" }`), or in the target's topology
-//! (`{ type = "scale", to = 8 }`, `{ type = "kill-instance", instance = 1 }`).
+//! (`{ type = "scale", to = 8 }`, `{ type = "kill-instance", instance = 1 }`,
+//! `{ type = "failover", how = "kill" }`).
 
 use std::fmt;
 use std::time::Duration;
@@ -108,9 +109,31 @@ pub enum Fault {
         #[serde(default, with = "crate::duration::optional")]
         restart: Option<Duration>,
     },
+    /// The primary of a Sentinel topology (`[redis] topology = "sentinel"`) replaced by its
+    /// replica at the phase's start, which has missed the increments still on the delayed
+    /// replication link: `how = "kill"` (the default) SIGKILLs the primary, which the
+    /// sentinels call down after a second and fail over, and starts it again, empty, at the
+    /// phase's end (the sentinels make it a replica); `how = "sentinel"` asks them for a
+    /// failover at once (`SENTINEL FAILOVER`), the old primary demoted. One-way: the replica
+    /// stays the primary for the rest of the run.
+    Failover {
+        #[serde(default)]
+        how: FailoverHow,
+    },
     /// A Toxiproxy toxic on the replies (downstream).
     #[serde(untagged)]
     Toxic(ToxicKind),
+}
+
+/// How a `failover` replaces the primary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailoverHow {
+    /// SIGKILL of the primary: the sentinels find it down and promote the replica.
+    #[default]
+    Kill,
+    /// `SENTINEL FAILOVER`: promoted at once, the old primary demoted while it still runs.
+    Sentinel,
 }
 
 fn default_neighbour_keys() -> u64 {
@@ -159,6 +182,7 @@ const NATIVE_TYPES: &[&str] = &[
     "script-flush",
     "scale",
     "kill-instance",
+    "failover",
 ];
 
 /// The `type`s that are Toxiproxy toxics.
@@ -246,6 +270,7 @@ impl Fault {
                 | Self::NoisyNeighbour { .. }
                 | Self::Eviction { .. }
                 | Self::Busy { .. }
+                | Self::Failover { .. }
                 | Self::KillInstance {
                     restart: Some(_),
                     ..
@@ -281,7 +306,7 @@ impl Fault {
     pub fn needs_redis_process(&self) -> bool {
         matches!(
             self,
-            Self::Stall {} | Self::RedisRestart { .. } | Self::Readonly {}
+            Self::Stall {} | Self::RedisRestart { .. } | Self::Readonly {} | Self::Failover { .. }
         )
     }
 
@@ -353,6 +378,12 @@ impl fmt::Display for Fault {
                 }
                 Ok(())
             }
+            Self::Failover {
+                how: FailoverHow::Kill,
+            } => f.write_str("failover (primary killed, the sentinels promote its replica)"),
+            Self::Failover {
+                how: FailoverHow::Sentinel,
+            } => f.write_str("failover (SENTINEL FAILOVER: the replica promoted at once)"),
             Self::Toxic(kind) => {
                 f.write_str(kind.api_type())?;
                 if let serde_json::Value::Object(attributes) = kind.api_attributes() {
@@ -399,6 +430,8 @@ mod tests {
                 { type = "readonly" },
                 { type = "busy", threshold = "20ms" },
                 { type = "script-flush" },
+                { type = "failover" },
+                { type = "failover", how = "sentinel" },
             ]"#,
         )
         .unwrap();
@@ -459,6 +492,20 @@ mod tests {
             }
         );
         assert_eq!(faults[13], Fault::ScriptFlush {});
+        assert_eq!(
+            faults[14],
+            Fault::Failover {
+                how: FailoverHow::Kill
+            }
+        );
+        assert_eq!(
+            faults[15],
+            Fault::Failover {
+                how: FailoverHow::Sentinel
+            }
+        );
+        // Its promotion is awaited beside the load, not at the phase's start.
+        assert!(faults[14].needs_redis_process() && faults[14].is_ongoing());
         // A busy Redis answers nothing but -BUSY, so it is read before and it runs throughout.
         assert!(faults[12].silences_redis() && faults[12].is_ongoing());
         assert!(!faults[10].silences_redis() && !faults[11].silences_redis());

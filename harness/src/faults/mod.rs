@@ -4,4 +4,4 @@
 
 mod fault;
 
-pub use fault::{Fault, PauseMode, explain};
+pub use fault::{FailoverHow, Fault, PauseMode, explain};

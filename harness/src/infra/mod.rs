@@ -5,7 +5,7 @@
 //! feature `docker` and `--infra docker`, containers at the pinned images (`containers`,
 //! `images`). And the clients that speak to them: Toxiproxy's HTTP API (`toxiproxy`) and
 //! the commands that are faults inside a Redis (`redis_native`, and `redis_errors` for those
-//! that make it answer with errors). Nothing here knows what a
+//! that make it answer with errors), and the sentinels of a Sentinel topology (`sentinel`). Nothing here knows what a
 //! scenario or a fault is: the layers above say what to break, this says how.
 
 pub mod backend;
@@ -18,6 +18,7 @@ pub mod programs;
 pub mod redis;
 pub mod redis_errors;
 pub mod redis_native;
+pub mod sentinel;
 pub mod sockets;
 pub mod toxiproxy;
 pub mod toxiproxy_server;

@@ -60,6 +60,13 @@ pub enum InfraError {
         source: std::io::Error,
     },
 
+    #[error("cannot write the configuration file {path} for {name}: {source}")]
+    Config {
+        name: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
     #[error("no free loopback port: {0}")]
     NoFreePort(std::io::Error),
 

@@ -33,6 +33,8 @@ pub struct RedisServer {
     addr: SocketAddr,
     dir: PathBuf,
     child: ChildProcess,
+    /// Killed on purpose ([`kill`](RedisServer::kill)) and not started again yet.
+    killed: bool,
 }
 
 impl RedisServer {
@@ -63,6 +65,7 @@ impl RedisServer {
             addr,
             dir: dir.to_owned(),
             child,
+            killed: false,
         };
         server.wait_ready().await?;
         Ok(server)
@@ -143,8 +146,23 @@ impl RedisServer {
         self.start_again().await
     }
 
-    async fn start_again(&mut self) -> Result<(), InfraError> {
+    /// Killed with SIGKILL and left dead (a lost primary), until [`start_again`](Self::start_again).
+    pub async fn kill(&mut self) -> Result<(), InfraError> {
+        self.child.kill().await?;
+        self.killed = true;
+        Ok(())
+    }
+
+    /// Whether it was [`kill`](Self::kill)ed and not started again: its death is a fault's,
+    /// not news.
+    pub fn is_killed(&self) -> bool {
+        self.killed
+    }
+
+    /// Started again, empty, on the same port, after [`kill`](Self::kill).
+    pub async fn start_again(&mut self) -> Result<(), InfraError> {
         self.child = spawn(&self.name, &self.dir, self.addr)?;
+        self.killed = false;
         self.wait_ready().await
     }
 

@@ -339,7 +339,7 @@ async fn replication(addr: SocketAddr) -> Result<BTreeMap<String, String>, Redis
 }
 
 /// Polls `addr`'s `INFO replication` until `settled` holds, within [`SETTLE_TIMEOUT`].
-async fn until_replication(
+pub(super) async fn until_replication(
     addr: SocketAddr,
     what: &str,
     settled: impl Fn(&BTreeMap<String, String>) -> bool,
@@ -504,7 +504,10 @@ pub async fn promote_back(
 }
 
 /// `REPLICAOF` the Redis at `master`, or `REPLICAOF NO ONE`.
-async fn replica_of(addr: SocketAddr, master: Option<SocketAddr>) -> Result<(), RedisCommandError> {
+pub(super) async fn replica_of(
+    addr: SocketAddr,
+    master: Option<SocketAddr>,
+) -> Result<(), RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
     let mut cmd = redis::cmd("REPLICAOF");
     match master {

@@ -4,7 +4,7 @@
 //! A unit test keeps [`SCENARIOS`] equal to `scenarios/`: a new scenario cannot be forgotten.
 
 /// The shipped scenarios, `scenarios/NAME.toml`, by name.
-pub(crate) const SCENARIOS: [(&str, &str); 19] = [
+pub(crate) const SCENARIOS: [(&str, &str); 20] = [
     ("baseline", include_str!("../../../scenarios/baseline.toml")),
     (
         "client-pause",
@@ -60,6 +60,10 @@ pub(crate) const SCENARIOS: [(&str, &str); 19] = [
     (
         "script-flush",
         include_str!("../../../scenarios/script-flush.toml"),
+    ),
+    (
+        "sentinel-failover",
+        include_str!("../../../scenarios/sentinel-failover.toml"),
     ),
     (
         "slow-redis",

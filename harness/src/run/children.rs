@@ -74,7 +74,13 @@ pub(super) async fn watch(
                 .unwrap_or_default();
             // Judged under its lock: a `redis-restart` replaces the process while holding it,
             // and the one it killed is not a death. Skipped for a tick while it does.
-            if let Some(Ok(redis)) = target.redis.as_ref().map(|r| r.try_lock()) {
+            // One a `failover` killed is the fault's, until the fault starts it again.
+            if let Some(Ok(redis)) = target
+                .redis
+                .as_ref()
+                .map(|r| r.try_lock())
+                .filter(|r| r.as_ref().is_ok_and(|r| !r.is_killed()))
+            {
                 let pid = redis.pid();
                 let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
                 children.push((pid, "redis-server".into(), redis.log_path().to_owned(), how));

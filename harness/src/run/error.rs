@@ -27,6 +27,16 @@ pub enum RunError {
     // an error's sources after it.
     #[error(transparent)]
     Toxiproxy(#[from] ToxiproxyError),
+    #[error(
+        "[redis] topology = \"sentinel\" starts failmode's own redis-servers and sentinels: \
+         not with --infra docker, and not attached (a deployment's sentinels are its own)"
+    )]
+    SentinelNotLocal,
+    #[error("{target}'s Sentinel topology did not come up: {source}")]
+    Sentinel {
+        target: String,
+        source: crate::infra::redis_native::RedisCommandError,
+    },
     // Its source is not repeated here: the CLI prints an error's sources after it.
     #[error("cannot write the results folder {path}")]
     Results {

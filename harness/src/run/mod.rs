@@ -16,6 +16,7 @@ mod preflight;
 pub mod progress;
 mod record;
 pub mod repeat;
+mod replicated;
 mod snapshot;
 mod start;
 pub mod timeline;

@@ -8,7 +8,7 @@ use crate::deployment::Deployment;
 use crate::faults::Fault;
 use crate::infra::{Infra, InfraError, install_hint, locate};
 use crate::results::folder;
-use crate::scenario::Scenario;
+use crate::scenario::{RedisTopology, Scenario};
 use crate::targets::{TargetDef, manifest};
 
 use super::progress::Say;
@@ -70,6 +70,9 @@ pub(super) fn refuse(opts: &RunOptions, say: &Say) -> Result<(), RunError> {
         until_start(w).map_err(|late| start_passed(w, late))?;
     }
     refuse_unwritable(opts)?;
+    if opts.scenario.redis != RedisTopology::Single && !matches!(opts.topology, Topology::Local) {
+        return Err(RunError::SentinelNotLocal);
+    }
     match &opts.topology {
         Topology::Attached(deployment) => refuse_attached(opts, deployment, say),
         Topology::Local => {

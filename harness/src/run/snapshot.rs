@@ -1,6 +1,6 @@
 //! Readings at phase boundaries: each target's own fallback counter (per instance process,
 //! so a fleet that changed in between is counted right) and the commands its Redis has
-//! executed (`INFO commandstats`). Every instance and every Redis is asked at once, so a
+//! executed (`INFO commandstats`; not in a Sentinel topology). Every instance and every Redis is asked at once, so a
 //! reading takes one round trip, not one per child.
 
 use std::time::Duration;
@@ -70,6 +70,9 @@ pub(super) async fn take(world: &World, http: &reqwest::Client) -> Reading {
     let per_target = join_all(world.targets.iter().map(|t| async move {
         let stats = async {
             match (&t.redis, t.redis_addr) {
+                // The commands go to one server, then to another after a failover, whose
+                // count also holds what it replicated: none is the target's alone.
+                _ if t.replicated.is_some() => None,
                 // Under its lock: a `redis-restart` is not read half-way.
                 (Some(redis), _) => redis.lock().await.info("commandstats").await.ok(),
                 (None, Some(addr)) => info_at(&t.proxy, addr, "commandstats").await.ok(),

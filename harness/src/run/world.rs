@@ -14,6 +14,7 @@ use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use super::progress::Say;
+use super::replicated::{self, Replicated};
 use super::{RunError, RunOptions, Topology};
 use crate::deployment::Deployment;
 use crate::faults::Fault;
@@ -22,7 +23,7 @@ use crate::infra::redis::SharedRedis;
 use crate::infra::toxiproxy::{Toxiproxy, ToxiproxyError};
 use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::load::Rotation;
-use crate::scenario::Scenario;
+use crate::scenario::{RedisTopology, Scenario};
 use crate::targets::{Fleet, FleetLaunch, TargetDef};
 
 /// Requests each instance answers before the load starts, unmeasured, from a caller no tenant
@@ -71,6 +72,8 @@ pub struct TargetWorld {
     pub fleet: Option<Arc<Fleet>>,
     /// What the load generator's balancer follows.
     pub rotation: Rotation,
+    /// The replica and sentinels of a Sentinel topology (`[redis] topology = "sentinel"`).
+    pub replicated: Option<Replicated>,
 }
 
 impl TargetWorld {
@@ -174,16 +177,38 @@ impl World {
                     redis.addr(),
                 )
                 .await?;
-            let proxy_addr = proxy.listen_addr().ok_or_else(|| {
-                RunError::Toxiproxy(ToxiproxyError::Invalid {
-                    op: format!("create proxy {}", def.name),
-                    reason: format!("it listens on {:?}, not an address", proxy.listen),
-                })
-            })?;
+            let proxy_addr = listening(proxy)?;
             let redis_addr = redis.addr();
+            let replicated = match scenario.redis {
+                RedisTopology::Single => None,
+                RedisTopology::Sentinel { replication_lag } => {
+                    on_progress(&format!(
+                        "starting {}'s replica and sentinels (replication {} behind)",
+                        def.name,
+                        humantime::format_duration(replication_lag)
+                    ));
+                    Some(
+                        replicated::start(
+                            &world.toxiproxy,
+                            &def.name,
+                            redis_addr,
+                            proxy_addr,
+                            replication_lag,
+                            log_dir,
+                        )
+                        .await?,
+                    )
+                }
+            };
             let redis = Arc::new(tokio::sync::Mutex::new(redis));
             world
-                .add_target(def, &launch, proxy_addr, Some(redis), redis_addr)
+                .add_target(
+                    def,
+                    &launch,
+                    proxy_addr,
+                    (Some(redis), redis_addr),
+                    replicated,
+                )
                 .await?;
         }
         Ok(world)
@@ -238,28 +263,29 @@ impl World {
                 .create_proxy(&def.name, listener.inside, redis.upstream)
                 .await?;
             world
-                .add_target(def, &launch, listener.host, None, redis.addr)
+                .add_target(def, &launch, listener.host, (None, redis.addr), None)
                 .await?;
         }
         world.containers = Some(containers);
         Ok(world)
     }
 
-    /// Starts `def`'s instances with `REDIS_URL` the proxy at `proxy_addr`, and adds the
-    /// target to the world even when an instance failed to start, so the world stops the
-    /// others.
+    /// Starts `def`'s instances with `REDIS_URL` the proxy at `proxy_addr` (and the
+    /// sentinels of a Sentinel topology), and adds the target to the world even when an
+    /// instance failed to start, so the world stops the others.
     async fn add_target(
         &mut self,
         def: &TargetDef,
         launch: &Launch<'_>,
         proxy_addr: SocketAddr,
-        redis: Option<SharedRedis>,
-        redis_addr: SocketAddr,
+        (redis, redis_addr): (Option<SharedRedis>, SocketAddr),
+        replicated: Option<Replicated>,
     ) -> Result<(), RunError> {
         let fleet_launch = FleetLaunch {
             root: launch.root.to_owned(),
             log_dir: launch.log_dir.to_owned(),
             redis_url: format!("redis://{proxy_addr}"),
+            sentinel: replicated.as_ref().map(Replicated::endpoint),
             limit: launch.scenario.limit,
             window: launch.scenario.window,
         };
@@ -273,6 +299,7 @@ impl World {
             proxy: def.name.clone(),
             rotation: fleet.rotation(),
             fleet: Some(Arc::clone(&fleet)),
+            replicated,
         });
         started?;
         warm_up(def, &fleet, &launch.http).await;
@@ -323,6 +350,7 @@ impl World {
                 proxy: t.proxy.clone(),
                 fleet: None,
                 rotation: Rotation::new(t.instances.iter().copied()),
+                replicated: None,
             });
         }
         Ok(Self {
@@ -466,4 +494,14 @@ pub async fn undo_on(toxiproxy: &Toxiproxy, proxies: &[String]) -> Result<Vec<St
         }
     }
     Ok(done)
+}
+
+/// Where a proxy Toxiproxy just created listens (it bound a free port itself).
+pub(super) fn listening(proxy: crate::infra::toxiproxy::Proxy) -> Result<SocketAddr, RunError> {
+    proxy.listen_addr().ok_or_else(|| {
+        RunError::Toxiproxy(ToxiproxyError::Invalid {
+            op: format!("create proxy {}", proxy.name),
+            reason: format!("it listens on {:?}, not an address", proxy.listen),
+        })
+    })
 }

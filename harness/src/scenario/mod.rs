@@ -5,6 +5,7 @@ mod invalid;
 mod manifest_refs;
 mod population;
 mod raw;
+mod redis;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use crate::faults::Fault;
 use crate::load::Connections;
 use invalid::Invalid;
 use raw::RawScenario;
+pub use redis::RedisTopology;
 
 /// A scenario that failed to load, with where in the file.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +97,8 @@ pub struct Scenario {
     pub phases: Vec<Phase>,
     /// The end of the last phase.
     pub duration: Duration,
+    /// What each target's Redis is (`[redis]`).
+    pub redis: RedisTopology,
     pub request_timeout: Duration,
     pub max_in_flight_per_target: usize,
     /// Thresholds as written; `failmode gate` enforces them.
@@ -157,6 +161,7 @@ impl Scenario {
             &invalid,
         )?;
         let targets = validate::targets(raw.targets, &invalid)?;
+        let redis = redis::topology(raw.redis.as_ref(), &raw.phases, &invalid)?;
         let phases = validate::phases(raw.phases, &invalid)?;
         let duration = phases.iter().map(|p| p.end).max().unwrap_or_default();
 
@@ -194,6 +199,7 @@ impl Scenario {
             targets,
             phases,
             duration,
+            redis,
             request_timeout: raw
                 .load
                 .request_timeout

@@ -80,6 +80,8 @@ pub(crate) struct RawScenario {
     pub(crate) populations: Vec<Spanned<RawPopulation>>,
     pub(crate) targets: Vec<Spanned<RawTarget>>,
     pub(crate) phases: Vec<Spanned<RawPhase>>,
+    /// What each target's Redis is (`super::redis`).
+    pub(crate) redis: Option<Spanned<super::redis::RawRedis>>,
     /// Thresholds; enforced by `failmode gate`.
     #[serde(default)]
     pub(crate) gates: Vec<toml::Table>,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
+use super::manifest::SentinelEndpoint;
 use super::{Instance, Launch, TargetDef, TargetError, start_instance};
 use crate::infra::InfraError;
 use crate::load::Rotation;
@@ -26,6 +27,8 @@ pub struct FleetLaunch {
     pub root: PathBuf,
     pub log_dir: PathBuf,
     pub redis_url: String,
+    /// The sentinels, when Redis is a Sentinel topology.
+    pub sentinel: Option<SentinelEndpoint>,
     pub limit: f64,
     pub window: Duration,
 }
@@ -110,6 +113,7 @@ impl Fleet {
             root: &self.launch.root,
             log_dir: &self.launch.log_dir,
             redis_url: &self.launch.redis_url,
+            sentinel: self.launch.sentinel.as_ref(),
             instance_count,
             limit: self.launch.limit,
             window: self.launch.window,

@@ -12,9 +12,11 @@ use crate::identity::CallerIdentity;
 use crate::limits::{LimitSource, TargetLimit};
 
 /// Placeholders a manifest may use in its command and environment.
-pub const PLACEHOLDERS: [&str; 8] = [
+pub const PLACEHOLDERS: [&str; 10] = [
     "port",
     "redis_url",
+    "sentinel_addrs",
+    "sentinel_master",
     "instance_id",
     "instance_index",
     "instance_count",
@@ -71,6 +73,11 @@ struct RawStart {
     command: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    /// Set on top of `env` when the run's Redis is a Sentinel topology: how the service is
+    /// told to ask the sentinels for its primary. A target without it keeps `{redis_url}`,
+    /// the first primary's one address, through a failover.
+    #[serde(default)]
+    sentinel_env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -224,6 +231,9 @@ pub struct TargetDef {
     pub command: Vec<String>,
     /// The manifest's environment with the variant's on top; placeholders unexpanded.
     pub env: BTreeMap<String, String>,
+    /// What goes on top of `env` when Redis is a Sentinel topology (`start.sentinel_env`,
+    /// with the variant's values of the same keys); empty: the service takes one address.
+    pub sentinel_env: BTreeMap<String, String>,
     pub ready_path: String,
     pub ready_timeout: Duration,
     pub request_path: String,
@@ -297,6 +307,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
     for (name, s) in &raw.start.env {
         check_placeholders(path, &format!("start.env.{name}"), s)?;
     }
+    for (name, s) in &raw.start.sentinel_env {
+        check_placeholders(path, &format!("start.sentinel_env.{name}"), s)?;
+    }
     let caller = caller_identity(
         raw.request.caller.as_deref(),
         raw.request.caller_header.as_deref(),
@@ -319,6 +332,12 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
         for (name, s) in &v.env {
             check_placeholders(path, &format!("variants.env.{name}"), s)?;
         }
+        let mut sentinel_env = raw.start.sentinel_env.clone();
+        for (k, value) in &v.env {
+            if let Some(slot) = sentinel_env.get_mut(k) {
+                value.clone_into(slot);
+            }
+        }
         let mut env = raw.start.env.clone();
         env.extend(v.env);
         defs.push(TargetDef {
@@ -333,6 +352,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
             build: raw.build.clone(),
             command: raw.start.command.clone(),
             env,
+            sentinel_env,
             ready_path: raw.ready.path.clone(),
             ready_timeout,
             request_path: raw.request.path.clone(),
@@ -421,6 +441,26 @@ pub fn select(all: &[TargetDef], names: &[String]) -> Result<Vec<TargetDef>, Man
         .collect()
 }
 
+/// Where a service asks for its Redis primary in a Sentinel topology: `{sentinel_addrs}`
+/// and `{sentinel_master}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentinelEndpoint {
+    pub sentinels: Vec<std::net::SocketAddr>,
+    /// The name the sentinels monitor the primary under.
+    pub master: String,
+}
+
+impl SentinelEndpoint {
+    /// `host:port,host:port,…`, the form every client library here takes.
+    pub fn addrs(&self) -> String {
+        self.sentinels
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
 /// One instance as failmode starts it: what its manifest's placeholders are filled with.
 #[derive(Debug, Clone, Copy)]
 pub struct InstanceSlot<'a> {
@@ -431,6 +471,8 @@ pub struct InstanceSlot<'a> {
     pub count: u32,
     pub port: u16,
     pub redis_url: &'a str,
+    /// The sentinels to ask for the primary, when Redis is a Sentinel topology.
+    pub sentinel: Option<&'a SentinelEndpoint>,
     /// The scenario's limit per window and caller: `{limit}` and `{window_ms}` are the
     /// scenario's even for a target whose manifest declares a limit of its own.
     pub limit: f64,
@@ -443,6 +485,16 @@ impl InstanceSlot<'_> {
         BTreeMap::from([
             ("port", self.port.to_string()),
             ("redis_url", self.redis_url.to_owned()),
+            (
+                "sentinel_addrs",
+                self.sentinel
+                    .map(SentinelEndpoint::addrs)
+                    .unwrap_or_default(),
+            ),
+            (
+                "sentinel_master",
+                self.sentinel.map(|s| s.master.clone()).unwrap_or_default(),
+            ),
             ("instance_id", format!("{}-{}", self.target, self.index)),
             ("instance_index", self.index.to_string()),
             ("instance_count", self.count.to_string()),
@@ -479,13 +531,21 @@ impl TargetDef {
         )
     }
 
-    /// The environment failmode starts an instance with: the manifest's, placeholders filled.
+    /// The environment failmode starts an instance with: the manifest's, with its
+    /// `sentinel_env` on top in a Sentinel topology, placeholders filled.
     pub fn env_for(&self, slot: &InstanceSlot<'_>) -> BTreeMap<String, String> {
         let values = slot.values();
+        let sentinel = slot.sentinel.map(|_| &self.sentinel_env);
         self.env
             .iter()
+            .chain(sentinel.into_iter().flatten())
             .map(|(k, v)| (k.clone(), expand(v, &values)))
             .collect()
+    }
+
+    /// Whether it is told the sentinels in a Sentinel topology (else it keeps one address).
+    pub fn follows_sentinels(&self) -> bool {
+        !self.sentinel_env.is_empty()
     }
 }
 

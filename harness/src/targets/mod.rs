@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::infra::guard::GroupGuard;
 use crate::infra::{ChildProcess, InfraError, free_port};
 pub use fleet::{Fleet, FleetError, FleetLaunch};
-pub use manifest::{ManifestError, TargetDef};
+pub use manifest::{ManifestError, SentinelEndpoint, TargetDef};
 
 /// How many times a start is retried on a fresh port when the probed one was taken meanwhile.
 const PORT_ATTEMPTS: usize = 3;
@@ -194,6 +194,7 @@ pub struct Launch<'a> {
     pub root: &'a Path,
     pub log_dir: &'a Path,
     pub redis_url: &'a str,
+    pub sentinel: Option<&'a manifest::SentinelEndpoint>,
     pub instance_count: u32,
     pub limit: f64,
     pub window: Duration,
@@ -227,6 +228,7 @@ pub async fn start_instance(
             count: launch.instance_count,
             port,
             redis_url: launch.redis_url,
+            sentinel: launch.sentinel,
             limit: launch.limit,
             window: launch.window,
         };

@@ -195,6 +195,7 @@ fn every_instance_runs_its_variant_as_failmode_would_start_it() {
                 count,
                 port: *container,
                 redis_url: &redis_url,
+                sentinel: None,
                 limit,
                 window,
             };

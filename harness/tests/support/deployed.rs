@@ -50,6 +50,7 @@ pub(crate) async fn by_hand_of(target: &str, extra: &str) -> ByHand {
         root: &workspace(),
         log_dir: dir.path(),
         redis_url: &format!("redis://{}", proxy.listen_addr().unwrap()),
+        sentinel: None,
         instance_count: 2,
         limit: 50.0,
         window: Duration::from_secs(1),

@@ -2,8 +2,9 @@
 //! up in a run, a synthetic results folder (run.json, series.csv) with two targets, one that
 //! admits everything during the outage and one that answers 500, a proxied Redis
 //! (`proxied`), a deployed fleet (`deployed`), the load engine driven directly (`engine`), a
-//! scripted HTTP server (`scripted_server`), the oracle's clock (`oracle`) and
-//! a project whose target is a Python stub, with the processes a run started (`stub`).
+//! scripted HTTP server (`scripted_server`), the oracle's clock (`oracle`), a shipped
+//! scenario run in-process (`shipped`) and a project whose target is a Python stub, with the
+//! processes a run started (`stub`).
 
 // Each test crate that includes this uses part of it.
 #![allow(dead_code)]
@@ -13,6 +14,7 @@ pub(crate) mod engine;
 pub(crate) mod oracle;
 pub(crate) mod proxied;
 pub(crate) mod scripted_server;
+pub(crate) mod shipped;
 pub(crate) mod stub;
 
 use std::fmt::Write as _;

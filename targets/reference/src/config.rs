@@ -11,6 +11,7 @@ use clap::Parser;
 
 use crate::breaker::BreakerSettings;
 use crate::policy::{Algorithm, Policy, Route};
+use crate::store::SentinelSettings;
 
 /// A setting that cannot be used, named as the user wrote it.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -60,6 +61,18 @@ struct Args {
         default_value = "redis://127.0.0.1:6379"
     )]
     redis_url: String,
+    /// Ask these Redis Sentinels (host:port, comma-separated) for the primary instead of
+    /// connecting to --redis-url; they are asked again on every reconnect, so a failover is
+    /// followed.
+    #[arg(long, env = "FAILMODE_REDIS_SENTINELS", value_delimiter = ',')]
+    redis_sentinels: Vec<String>,
+    /// The name the sentinels monitor the primary under.
+    #[arg(
+        long,
+        env = "FAILMODE_REDIS_SENTINEL_MASTER",
+        default_value = "mymaster"
+    )]
+    redis_sentinel_master: String,
     /// This instance's id in the live set (default: derived from the port and pid).
     #[arg(long, env = "FAILMODE_INSTANCE_ID")]
     instance_id: Option<String>,
@@ -160,6 +173,8 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
 pub struct Config {
     pub listen: SocketAddr,
     pub redis_url: String,
+    /// The sentinels that name the primary, in place of `redis_url`.
+    pub sentinels: Option<SentinelSettings>,
     /// `None`: derived from the bound port and the pid once listening.
     pub instance_id: Option<String>,
     pub instance_count: u32,
@@ -318,6 +333,8 @@ impl TryFrom<Args> for Config {
             listen: SocketAddr::new(a.bind, a.port),
             instance_id: a.instance_id.clone().filter(|id| !id.is_empty()),
             redis_url: a.redis_url,
+            sentinels: SentinelSettings::parse(&a.redis_sentinels, &a.redis_sentinel_master)
+                .map_err(|e| invalid("--redis-sentinels / FAILMODE_REDIS_SENTINELS", e))?,
             instance_count: a.instance_count,
             instance_rank: a.instance_rank,
             discovery: a.instance_discovery,

@@ -33,7 +33,7 @@ use http::App;
 use instances::LiveInstances;
 use limiter::Limiter;
 use metrics::Metrics;
-use store::Store;
+use store::{Source, Store};
 
 /// Unacknowledged data older than this closes the store connection (see `Server::start`).
 const TCP_USER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -78,17 +78,18 @@ impl Server {
             // a connection whose peer vanished without a reset (a black hole: no error would
             // ever come otherwise), while a Redis that is alive but stalled, whose kernel
             // still acknowledges, keeps its connection: its calls time out, as they should.
-            let client = redis::IntoConnectionInfo::into_connection_info(config.redis_url.as_str())
-                .map(|info| {
-                    info.set_tcp_settings(
-                        redis::io::tcp::TcpSettings::default()
-                            .set_nodelay(true)
-                            .set_user_timeout(TCP_USER_TIMEOUT),
-                    )
-                })
-                .and_then(redis::Client::open)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
-            client.map(|c| Arc::new(Store::start(c, config.connect_timeout, &config.key_prefix)))
+            let tcp = redis::io::tcp::TcpSettings::default()
+                .set_nodelay(true)
+                .set_user_timeout(TCP_USER_TIMEOUT);
+            let source = match &config.sentinels {
+                Some(sentinels) => Source::sentinels(sentinels, tcp),
+                None => redis::IntoConnectionInfo::into_connection_info(config.redis_url.as_str())
+                    .map(|info| info.set_tcp_settings(tcp))
+                    .and_then(redis::Client::open)
+                    .map(Source::Direct),
+            }
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
+            source.map(|s| Arc::new(Store::start(s, config.connect_timeout, &config.key_prefix)))
         });
         let store = store.transpose()?;
 

@@ -252,6 +252,7 @@ async fn examine(
         root: root.to_owned(),
         log_dir: log_dir.to_owned(),
         redis_url: redis.url(),
+        sentinel: None,
         limit: f64::from(limit),
         window,
     };

@@ -7,7 +7,7 @@ mod inside;
 mod player;
 mod step;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
@@ -142,7 +142,14 @@ impl<'a> Play<'a> {
         .with_redis(world.targets.iter().map(|t| t.redis.clone()).collect())
         .await
         .with_redis_addrs(world.targets.iter().map(|t| t.redis_addr).collect())
-        .with_fleets(world.targets.iter().map(|t| t.fleet.clone()).collect());
+        .with_fleets(world.targets.iter().map(|t| t.fleet.clone()).collect())
+        .with_sentinels(
+            world
+                .targets
+                .iter()
+                .map(|t| t.replicated.as_ref().map(|r| Arc::clone(&r.sentinels)))
+                .collect(),
+        );
         player.start_partners(&scenario.phases);
         let (n, phases) = (world.targets.len(), scenario.phases.len());
         Self {

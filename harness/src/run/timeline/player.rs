@@ -20,6 +20,7 @@ use crate::infra::RedisServer;
 use crate::infra::redis::SharedRedis;
 use crate::infra::redis_errors;
 use crate::infra::redis_native;
+use crate::infra::sentinel::Sentinels;
 use crate::infra::toxiproxy::Toxiproxy;
 use crate::scenario::Phase;
 use crate::targets::{Fleet, FleetError};
@@ -54,6 +55,8 @@ pub struct Player {
     fleets: Vec<Option<Arc<Fleet>>>,
     /// Per proxy, its size before `scale`, to scale back to at its end.
     sizes_before: Arc<std::sync::Mutex<Vec<Option<usize>>>>,
+    /// Per proxy, the sentinels of its Sentinel topology, for `failover`.
+    sentinels: Vec<Option<Arc<Sentinels>>>,
 }
 
 /// The per-target outcomes of `tasks`, in target order (a task that panicked reports none).
@@ -75,6 +78,7 @@ impl Player {
             toxiproxy,
             redis_addrs: vec![None; proxies.len()],
             fleets: vec![None; proxies.len()],
+            sentinels: vec![None; proxies.len()],
             sizes_before: Arc::new(std::sync::Mutex::new(vec![None; proxies.len()])),
             partners: Arc::new(std::sync::Mutex::new(
                 (0..proxies.len()).map(|_| None).collect(),
@@ -137,6 +141,12 @@ impl Player {
     /// Each target's instances, in the same order, for the faults in its topology.
     pub fn with_fleets(mut self, fleets: Vec<Option<Arc<Fleet>>>) -> Self {
         self.fleets = fleets;
+        self
+    }
+
+    /// The sentinels of each proxy's Sentinel topology, in the same order.
+    pub fn with_sentinels(mut self, sentinels: Vec<Option<Arc<Sentinels>>>) -> Self {
+        self.sentinels = sentinels;
         self
     }
 
@@ -215,6 +225,7 @@ impl Player {
                         redis: player.redis.get(slot).and_then(Option::as_ref),
                         redis_addr: player.redis_addrs.get(slot).copied().flatten(),
                         fleet: player.fleets.get(slot).and_then(Option::as_ref),
+                        sentinels: player.sentinels.get(slot).and_then(Option::as_ref),
                         sizes_before: &player.sizes_before,
                         saved: &player.saved,
                         partners: &player.partners,
@@ -258,6 +269,9 @@ impl Player {
         if let Fault::Flap { period, down } = *fault {
             self.flap(from, period, down, until, cancel).await;
             return Vec::new();
+        }
+        if let Fault::Failover { .. } = fault {
+            return self.promotions(from, until, cancel).await;
         }
         if let Fault::KillInstance {
             instance,
@@ -308,6 +322,48 @@ impl Player {
                 };
                 done.at = Some(Instant::now());
                 (slot, outcome.map(|()| done).map_err(FaultError::from))
+            });
+        }
+        in_slot_order(tasks).await
+    }
+
+    /// Waits, on every target with sentinels, until they hand out another primary than the
+    /// first, and says how long after `from` (the failover's start) that was; a failover with
+    /// no promotion by `until` is a failure.
+    async fn promotions(
+        &self,
+        from: Instant,
+        until: Instant,
+        cancel: &CancellationToken,
+    ) -> Vec<(usize, Outcome)> {
+        let mut tasks = JoinSet::new();
+        for (slot, sentinels) in self.sentinels.iter().enumerate() {
+            let Some(sentinels) = sentinels.clone() else {
+                continue;
+            };
+            let cancel = cancel.clone();
+            tasks.spawn(async move {
+                let was = sentinels.first_primary();
+                let within = until.saturating_duration_since(Instant::now());
+                let promoted = tokio::select! {
+                    promoted = sentinels.until_promoted(was, within) => promoted,
+                    () = cancel.cancelled() => return (slot, Ok(Done::default())),
+                };
+                let outcome = promoted
+                    .map(|now| {
+                        let at = Instant::now();
+                        Done {
+                            at: Some(at),
+                            reports: vec![format!(
+                                "the sentinels handed out {now} in place of {was} {} ms after \
+                                 the failover began",
+                                at.duration_since(from).as_millis()
+                            )],
+                            commands: 0,
+                        }
+                    })
+                    .map_err(FaultError::from);
+                (slot, outcome)
             });
         }
         in_slot_order(tasks).await

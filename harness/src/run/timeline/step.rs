@@ -8,12 +8,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::faults::Fault;
+use crate::faults::{FailoverHow, Fault};
 use crate::infra::InfraError;
 use crate::infra::RedisServer;
 use crate::infra::redis::SharedRedis;
 use crate::infra::redis_errors::{Attached, Demoted, ErrorCounts};
 use crate::infra::redis_native::{self, MemorySettings, RedisCommandError};
+use crate::infra::sentinel::Sentinels;
 use crate::infra::toxiproxy::{Stream, Toxic, ToxicKind, Toxiproxy, ToxiproxyError};
 use crate::targets::{Fleet, FleetError};
 
@@ -33,6 +34,8 @@ pub enum FaultError {
     Fleet(Box<FleetError>),
     #[error("{0}: no instances are known for this target")]
     NoFleet(String),
+    #[error("{0}: this target's Redis has no sentinels ([redis] topology = \"sentinel\")")]
+    NoSentinels(String),
     /// A fault whose undoing failed too: the target's Redis may be left changed.
     #[error("{0}")]
     Undo(String),
@@ -108,6 +111,7 @@ pub(super) struct Step<'a> {
     pub(super) redis: Option<&'a SharedRedis>,
     pub(super) redis_addr: Option<SocketAddr>,
     pub(super) fleet: Option<&'a Arc<Fleet>>,
+    pub(super) sentinels: Option<&'a Arc<Sentinels>>,
     pub(super) sizes_before: &'a std::sync::Mutex<Vec<Option<usize>>>,
     pub(super) saved: &'a SavedByFault,
     pub(super) partners: &'a Partners,
@@ -146,6 +150,7 @@ impl Step<'_> {
             Fault::Stall {} | Fault::RedisRestart { .. } => {
                 self.on_redis_process(fault, op, done).await
             }
+            Fault::Failover { how } => self.failover(*how, op, done).await,
             Fault::Scale { .. } | Fault::KillInstance { .. } => {
                 self.on_fleet(fault, op, done).await
             }
@@ -230,6 +235,42 @@ impl Step<'_> {
             (Fault::RedisRestart { .. }, Op::Remove) => {}
             // `run` routes every other fault to its own family: one here is a routing mistake.
             _ => unreachable!("{fault} is not routed here by Step::run"),
+        }
+        Ok(())
+    }
+
+    /// A Sentinel topology's primary replaced: killed, or failed over by the sentinels (their
+    /// promotion is awaited beside the load: `Player::ongoing`). A killed primary is started
+    /// again, empty, at the phase's end.
+    async fn failover(&self, how: FailoverHow, op: Op, done: &mut Done) -> Result<(), FaultError> {
+        let fault = Fault::Failover { how };
+        let sentinels = self
+            .sentinels
+            .ok_or_else(|| FaultError::NoSentinels(fault.to_string()))?;
+        match (how, op) {
+            (FailoverHow::Kill, Op::Apply) => {
+                let mut redis = self.redis(&fault)?.lock().await;
+                let pid = redis.pid();
+                redis.kill().await?;
+                done.reports.push(format!(
+                    "primary killed (SIGKILL, pid {pid}): the sentinels call it down after a \
+                     second without an answer"
+                ));
+            }
+            (FailoverHow::Sentinel, Op::Apply) => {
+                sentinels.failover().await?;
+                done.reports.push("SENTINEL FAILOVER sent".to_owned());
+            }
+            (FailoverHow::Kill, Op::Remove) => {
+                let mut redis = self.redis(&fault)?.lock().await;
+                redis.start_again().await?;
+                done.reports.push(format!(
+                    "the old primary started again, empty (pid {}): the sentinels make it a \
+                     replica of the new one",
+                    redis.pid()
+                ));
+            }
+            (FailoverHow::Sentinel, Op::Remove) => {}
         }
         Ok(())
     }

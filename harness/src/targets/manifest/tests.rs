@@ -138,6 +138,7 @@ fn an_instance_slot_fills_every_placeholder() {
         count: 4,
         port: 8080,
         redis_url: "redis://127.0.0.1:1",
+        sentinel: None,
         limit: 12.5,
         window: Duration::from_millis(1500),
     };
@@ -278,4 +279,48 @@ fn a_zero_absurd_or_badly_timed_limit_is_refused_naming_the_key() {
         let err = parsed(&manifest_with(plain, &format!("[limit]\n{limit}"))).unwrap_err();
         assert!(err.contains(expected), "{limit}: {err}");
     }
+}
+
+#[test]
+fn in_a_sentinel_topology_an_instance_is_told_the_sentinels_unless_its_variant_pins_one_address() {
+    let all = discover(&repo_targets()).unwrap();
+    let def = |name: &str| all.iter().find(|d| d.name == name).unwrap();
+    let endpoint = SentinelEndpoint {
+        sentinels: vec![
+            "127.0.0.1:7001".parse().unwrap(),
+            "127.0.0.1:7002".parse().unwrap(),
+        ],
+        master: "failmode".into(),
+    };
+    let slot = InstanceSlot {
+        target: "reference",
+        index: 0,
+        count: 4,
+        port: 8080,
+        redis_url: "redis://127.0.0.1:6001",
+        sentinel: Some(&endpoint),
+        limit: 50.0,
+        window: Duration::from_secs(1),
+    };
+    let told = def("reference").env_for(&slot);
+    assert_eq!(
+        told["FAILMODE_REDIS_SENTINELS"],
+        "127.0.0.1:7001,127.0.0.1:7002"
+    );
+    assert_eq!(told["FAILMODE_REDIS_SENTINEL_MASTER"], "failmode");
+    assert_eq!(told["FAILMODE_REDIS_URL"], "redis://127.0.0.1:6001");
+    assert!(def("reference").follows_sentinels());
+    assert_eq!(
+        def("reference-pinned").env_for(&slot)["FAILMODE_REDIS_SENTINELS"],
+        ""
+    );
+    // One Redis: nothing about sentinels is set.
+    let single = def("reference").env_for(&InstanceSlot {
+        sentinel: None,
+        ..slot
+    });
+    assert!(
+        !single.contains_key("FAILMODE_REDIS_SENTINELS"),
+        "{single:?}"
+    );
 }

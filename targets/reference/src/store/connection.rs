@@ -7,11 +7,12 @@
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client};
 use tokio::sync::mpsc;
 
 use super::scripts::Scripts;
+use super::source::Source;
 
 const BACKOFF_START: Duration = Duration::from_millis(25);
 /// Short: refused connects cost nothing, and every backoff step is time the store is back but
@@ -35,7 +36,7 @@ pub(crate) struct Lease {
 
 #[derive(Debug)]
 pub(crate) struct Connection {
-    client: Client,
+    source: Source,
     connect_timeout: Duration,
     slot: Mutex<Slot>,
     wake: mpsc::Sender<()>,
@@ -44,13 +45,13 @@ pub(crate) struct Connection {
 impl Connection {
     /// Creates the connection holder and spawns the task that keeps it connected.
     pub(crate) fn start(
-        client: Client,
+        source: Source,
         connect_timeout: Duration,
         scripts: Arc<Scripts>,
     ) -> Arc<Self> {
         let (wake, woken) = mpsc::channel(1);
         let this = Arc::new(Self {
-            client,
+            source,
             connect_timeout,
             slot: Mutex::new(Slot::default()),
             wake,
@@ -101,7 +102,9 @@ impl Connection {
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.connect_timeout));
         let mut conn = self
-            .client
+            .source
+            .client()
+            .await?
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
         scripts.load_all(&mut conn).await?;

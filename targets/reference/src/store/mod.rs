@@ -3,16 +3,17 @@
 
 mod connection;
 mod scripts;
+mod source;
 
 use std::sync::Arc;
 use std::time::Duration;
-
-use redis::Client;
 
 use crate::local::Uncounted;
 use crate::policy::Algorithm;
 use connection::Connection;
 use scripts::{LuaScript, Reloaded, Scripts};
+pub use source::SentinelSettings;
+pub(crate) use source::Source;
 
 /// Why a store call gave no answer. Each is a fallback reason, never a failed request.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -91,10 +92,10 @@ pub struct Store {
 
 impl Store {
     /// Starts connecting in the background; an unreachable Redis is not an error here.
-    pub fn start(client: Client, connect_timeout: Duration, key_prefix: &str) -> Self {
+    pub(crate) fn start(source: Source, connect_timeout: Duration, key_prefix: &str) -> Self {
         let scripts = Arc::new(Scripts::new());
         Self {
-            connection: Connection::start(client, connect_timeout, Arc::clone(&scripts)),
+            connection: Connection::start(source, connect_timeout, Arc::clone(&scripts)),
             scripts,
             key_prefix: key_prefix.to_owned(),
         }

@@ -1,0 +1,298 @@
+//! A Redis Sentinel topology's own processes and commands: three sentinels
+//! (`redis-server --sentinel`) watching one primary on loopback, a replica that announces the
+//! address clients must use (a proxy's, not its own), and the failover itself. Which proxies
+//! sit where is the run's (`run::replicated`) to say.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::process::{ChildProcess, InfraError, free_port, wait_for_tcp};
+use super::redis_errors::{replica_of, until_replication};
+use super::redis_native::{RedisCommandError, config_set, connect, run};
+
+/// The name the sentinels monitor the primary under (`{sentinel_master}`).
+pub const MASTER_NAME: &str = "failmode";
+const SENTINELS: usize = 3;
+/// Two of three: one sentinel alone never calls the primary down.
+const QUORUM: usize = 2;
+/// How long the primary must not answer before a sentinel calls it down: short, so a failover
+/// fits a scenario's phase (the promotion follows within about a second of the quorum).
+const DOWN_AFTER: Duration = Duration::from_millis(1_000);
+/// Long: besides bounding one failover, a sentinel "fixes" a replica that replicates from
+/// another address than the primary's known one (ours does, through the link proxy) once
+/// twice this has passed without a change, which would take the link's lag away mid-run.
+const FAILOVER_TIMEOUT: Duration = Duration::from_secs(3_600);
+/// A sentinel learns of the replica from the primary's `INFO`, which it reads every 10 s.
+const WATCHING_TIMEOUT: Duration = Duration::from_secs(30);
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+const START_ATTEMPTS: usize = 5;
+const POLL: Duration = Duration::from_millis(100);
+
+/// Three sentinels owned by the harness; each killed with its process group on drop.
+#[derive(Debug)]
+pub struct Sentinels {
+    children: Vec<ChildProcess>,
+    addrs: Vec<SocketAddr>,
+    first_primary: SocketAddr,
+}
+
+impl Sentinels {
+    /// Starts three sentinels monitoring the primary at `primary` (the address clients reach
+    /// it by), each with its config file `<dir>/<name>-<i>.conf`, which a sentinel rewrites.
+    pub async fn start(name: &str, dir: &Path, primary: SocketAddr) -> Result<Self, InfraError> {
+        let mut sentinels = Self {
+            children: Vec::new(),
+            addrs: Vec::new(),
+            first_primary: primary,
+        };
+        for i in 0..SENTINELS {
+            let (child, addr) = start_one(&format!("{name}-{i}"), dir, primary).await?;
+            sentinels.children.push(child);
+            sentinels.addrs.push(addr);
+        }
+        Ok(sentinels)
+    }
+
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The primary they were started watching.
+    pub fn first_primary(&self) -> SocketAddr {
+        self.first_primary
+    }
+
+    /// Until every sentinel knows the replica at `replica` and the other sentinels: before
+    /// that, a failover could find no replica to promote or no quorum.
+    pub async fn until_watching(&self, replica: SocketAddr) -> Result<(), RedisCommandError> {
+        let started = Instant::now();
+        loop {
+            let mut ready = true;
+            for &addr in &self.addrs {
+                let master = sentinel_map(addr, "MASTER").await?;
+                let replicas = sentinel_replicas(addr).await?;
+                ready &= field(&master, "num-other-sentinels") == Some(SENTINELS as u64 - 1)
+                    && replicas.contains(&replica);
+            }
+            if ready {
+                return Ok(());
+            }
+            if started.elapsed() > WATCHING_TIMEOUT {
+                return Err(RedisCommandError::detail(
+                    "SENTINEL MASTER",
+                    self.addrs[0],
+                    format!(
+                        "after {WATCHING_TIMEOUT:?} the sentinels do not all know the replica \
+                         {replica} and each other"
+                    ),
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// `SENTINEL FAILOVER`: a failover now, without waiting for the primary to be down.
+    pub async fn failover(&self) -> Result<(), RedisCommandError> {
+        let addr = self.addrs[0];
+        let mut conn = connect(addr, 0).await?;
+        let mut cmd = redis::cmd("SENTINEL");
+        cmd.arg("FAILOVER").arg(MASTER_NAME);
+        run::<()>(&mut conn, addr, &cmd, "SENTINEL FAILOVER").await
+    }
+
+    /// The primary's address as the sentinels hand it out now.
+    pub async fn primary(&self) -> Result<SocketAddr, RedisCommandError> {
+        let addr = self.addrs[0];
+        let mut conn = connect(addr, 0).await?;
+        let mut cmd = redis::cmd("SENTINEL");
+        cmd.arg("GET-MASTER-ADDR-BY-NAME").arg(MASTER_NAME);
+        let (host, port): (String, u16) =
+            run(&mut conn, addr, &cmd, "SENTINEL GET-MASTER-ADDR-BY-NAME").await?;
+        format!("{host}:{port}").parse().map_err(|e| {
+            RedisCommandError::detail(
+                "SENTINEL GET-MASTER-ADDR-BY-NAME",
+                addr,
+                format!("{host}:{port}: {e}"),
+            )
+        })
+    }
+
+    /// Until the sentinels hand out another primary than `was`, within `timeout`: the new one.
+    pub async fn until_promoted(
+        &self,
+        was: SocketAddr,
+        timeout: Duration,
+    ) -> Result<SocketAddr, RedisCommandError> {
+        let started = Instant::now();
+        loop {
+            let now = self.primary().await?;
+            if now != was {
+                return Ok(now);
+            }
+            if started.elapsed() > timeout {
+                return Err(RedisCommandError::detail(
+                    "SENTINEL GET-MASTER-ADDR-BY-NAME",
+                    self.addrs[0],
+                    format!("still {was} after {timeout:?}: no failover"),
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// One sentinel on a free port: another process may take the port between the probe and the
+/// bind, so a few are tried, as for a redis-server.
+async fn start_one(
+    name: &str,
+    dir: &Path,
+    primary: SocketAddr,
+) -> Result<(ChildProcess, SocketAddr), InfraError> {
+    let mut last = None;
+    for _ in 0..START_ATTEMPTS {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+        let path = dir.join(format!("{name}.conf"));
+        std::fs::write(&path, config(addr, primary)).map_err(|source| InfraError::Config {
+            name: name.to_owned(),
+            path: path.clone(),
+            source,
+        })?;
+        let log = dir.join(format!("{name}.log"));
+        let mut child = ChildProcess::spawn(
+            name,
+            "redis-server",
+            [path.as_os_str(), "--sentinel".as_ref()],
+            &[],
+            &log,
+        )?;
+        match wait_for_tcp(addr, START_TIMEOUT, &mut child).await {
+            Ok(()) => return Ok((child, addr)),
+            Err(e @ InfraError::PortInUse { .. }) => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| InfraError::NoFreePort(std::io::Error::other("no attempt"))))
+}
+
+/// A sentinel's configuration: it and the servers it finds announce loopback addresses as
+/// given, never resolved.
+fn config(own: SocketAddr, primary: SocketAddr) -> String {
+    let (ip, port) = (primary.ip(), primary.port());
+    format!(
+        "port {own_port}\nbind 127.0.0.1\nprotected-mode no\n\
+         sentinel resolve-hostnames no\n\
+         sentinel announce-ip 127.0.0.1\nsentinel announce-port {own_port}\n\
+         sentinel monitor {MASTER_NAME} {ip} {port} {QUORUM}\n\
+         sentinel down-after-milliseconds {MASTER_NAME} {down}\n\
+         sentinel failover-timeout {MASTER_NAME} {failover}\n\
+         sentinel parallel-syncs {MASTER_NAME} 1\n",
+        own_port = own.port(),
+        down = DOWN_AFTER.as_millis(),
+        failover = FAILOVER_TIMEOUT.as_millis(),
+    )
+}
+
+/// Makes the empty server at `replica` a replica of the primary reached at `upstream`,
+/// announcing itself as `announce` (where clients reach it), and waits for its first sync.
+pub async fn attach_replica(
+    replica: SocketAddr,
+    announce: SocketAddr,
+    upstream: SocketAddr,
+) -> Result<(), RedisCommandError> {
+    let mut conn = connect(replica, 0).await?;
+    config_set(
+        &mut conn,
+        replica,
+        "replica-announce-ip",
+        &announce.ip().to_string(),
+    )
+    .await?;
+    config_set(
+        &mut conn,
+        replica,
+        "replica-announce-port",
+        &announce.port().to_string(),
+    )
+    .await?;
+    replica_of(replica, Some(upstream)).await?;
+    until_replication(replica, "the replica's first sync", |i| {
+        i.get("master_link_status").is_some_and(|s| s == "up")
+    })
+    .await
+}
+
+/// `SENTINEL <what> failmode` (a flat list of field, value) as a map.
+async fn sentinel_map(
+    addr: SocketAddr,
+    what: &str,
+) -> Result<BTreeMap<String, String>, RedisCommandError> {
+    let mut conn = connect(addr, 0).await?;
+    let mut cmd = redis::cmd("SENTINEL");
+    cmd.arg(what).arg(MASTER_NAME);
+    let flat: Vec<String> = run(&mut conn, addr, &cmd, &format!("SENTINEL {what}")).await?;
+    Ok(pairs(&flat))
+}
+
+/// The replicas a sentinel knows of, by the address they announce.
+async fn sentinel_replicas(addr: SocketAddr) -> Result<Vec<SocketAddr>, RedisCommandError> {
+    let mut conn = connect(addr, 0).await?;
+    let mut cmd = redis::cmd("SENTINEL");
+    cmd.arg("REPLICAS").arg(MASTER_NAME);
+    let each: Vec<Vec<String>> = run(&mut conn, addr, &cmd, "SENTINEL REPLICAS").await?;
+    Ok(each
+        .iter()
+        .filter_map(|flat| {
+            let m = pairs(flat);
+            format!("{}:{}", m.get("ip")?, m.get("port")?).parse().ok()
+        })
+        .collect())
+}
+
+fn pairs(flat: &[String]) -> BTreeMap<String, String> {
+    flat.chunks_exact(2)
+        .map(|kv| (kv[0].clone(), kv[1].clone()))
+        .collect()
+}
+
+fn field(map: &BTreeMap<String, String>, key: &str) -> Option<u64> {
+    map.get(key)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentinel_monitors_the_primary_by_the_address_given_with_a_quorum_of_two() {
+        let text = config(
+            "127.0.0.1:7001".parse().unwrap(),
+            "127.0.0.1:6001".parse().unwrap(),
+        );
+        assert!(text.contains("port 7001\n"), "{text}");
+        assert!(text.contains("sentinel announce-port 7001\n"), "{text}");
+        assert!(
+            text.contains("sentinel monitor failmode 127.0.0.1 6001 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("down-after-milliseconds failmode 1000\n"));
+    }
+
+    #[test]
+    fn a_sentinel_reply_of_fields_and_values_reads_as_a_map() {
+        let flat: Vec<String> = [
+            "ip",
+            "127.0.0.1",
+            "port",
+            "6002",
+            "num-other-sentinels",
+            "2",
+        ]
+        .map(String::from)
+        .to_vec();
+        let m = pairs(&flat);
+        assert_eq!(m["port"], "6002");
+        assert_eq!(field(&m, "num-other-sentinels"), Some(2));
+    }
+}
