@@ -24,7 +24,8 @@ const DOWN_AFTER: Duration = Duration::from_millis(1_000);
 /// another address than the primary's known one (ours does, through the link proxy) once
 /// twice this has passed without a change, which would take the link's lag away mid-run.
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(3_600);
-/// A sentinel learns of the replica from the primary's `INFO`, which it reads every 10 s.
+/// Told of the replica and of each other, the sentinels agree at once; left to find them, a
+/// sentinel would learn of the replica from the primary's `INFO`, read every 10 s.
 const WATCHING_TIMEOUT: Duration = Duration::from_secs(30);
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 const START_ATTEMPTS: usize = 5;
@@ -40,19 +41,56 @@ pub struct Sentinels {
 
 impl Sentinels {
     /// Starts three sentinels monitoring the primary at `primary` (the address clients reach
-    /// it by), each with its config file `<dir>/<name>-<i>.conf`, which a sentinel rewrites.
-    pub async fn start(name: &str, dir: &Path, primary: SocketAddr) -> Result<Self, InfraError> {
-        let mut sentinels = Self {
-            children: Vec::new(),
-            addrs: Vec::new(),
-            first_primary: primary,
-        };
-        for i in 0..SENTINELS {
-            let (child, addr) = start_one(&format!("{name}-{i}"), dir, primary).await?;
-            sentinels.children.push(child);
-            sentinels.addrs.push(addr);
+    /// it by), each with its config file `<dir>/<name>-<i>.conf` (which a sentinel rewrites),
+    /// told of the replica at `replica` and of each other: left to find them, a sentinel
+    /// learns of a replica from the primary's `INFO`, read every 10 s.
+    pub async fn start(
+        name: &str,
+        dir: &Path,
+        primary: SocketAddr,
+        replica: SocketAddr,
+    ) -> Result<Self, InfraError> {
+        let mut last = None;
+        // Another process may take a probed port before a sentinel binds it: each names the
+        // others' ports, so the three are tried again together, as a redis-server is alone.
+        for _ in 0..START_ATTEMPTS {
+            let addrs = (0..SENTINELS)
+                .map(|_| free_port().map(|p| SocketAddr::from((Ipv4Addr::LOCALHOST, p))))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut sentinels = Self {
+                children: Vec::new(),
+                addrs: addrs.clone(),
+                first_primary: primary,
+            };
+            for i in 0..SENTINELS {
+                let child_name = format!("{name}-{i}");
+                let path = dir.join(format!("{child_name}.conf"));
+                let text = config(i, &addrs, primary, replica);
+                std::fs::write(&path, text).map_err(|source| InfraError::Config {
+                    name: child_name.clone(),
+                    path: path.clone(),
+                    source,
+                })?;
+                let log = dir.join(format!("{child_name}.log"));
+                sentinels.children.push(ChildProcess::spawn(
+                    &child_name,
+                    "redis-server",
+                    [path.as_os_str(), "--sentinel".as_ref()],
+                    &[],
+                    &log,
+                )?);
+            }
+            let mut started = Ok(());
+            for (child, &addr) in sentinels.children.iter_mut().zip(&addrs) {
+                started = started.and(wait_for_tcp(addr, START_TIMEOUT, child).await);
+            }
+            match started {
+                Ok(()) => return Ok(sentinels),
+                Err(e @ InfraError::PortInUse { .. }) => last = Some(e),
+                Err(e) => return Err(e),
+            }
         }
-        Ok(sentinels)
+        Err(last.unwrap_or_else(|| InfraError::NoFreePort(std::io::Error::other("no attempt"))))
     }
 
     pub fn addrs(&self) -> &[SocketAddr] {
@@ -143,55 +181,44 @@ impl Sentinels {
     }
 }
 
-/// One sentinel on a free port: another process may take the port between the probe and the
-/// bind, so a few are tried, as for a redis-server.
-async fn start_one(
-    name: &str,
-    dir: &Path,
-    primary: SocketAddr,
-) -> Result<(ChildProcess, SocketAddr), InfraError> {
-    let mut last = None;
-    for _ in 0..START_ATTEMPTS {
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
-        let path = dir.join(format!("{name}.conf"));
-        std::fs::write(&path, config(addr, primary)).map_err(|source| InfraError::Config {
-            name: name.to_owned(),
-            path: path.clone(),
-            source,
-        })?;
-        let log = dir.join(format!("{name}.log"));
-        let mut child = ChildProcess::spawn(
-            name,
-            "redis-server",
-            [path.as_os_str(), "--sentinel".as_ref()],
-            &[],
-            &log,
-        )?;
-        match wait_for_tcp(addr, START_TIMEOUT, &mut child).await {
-            Ok(()) => return Ok((child, addr)),
-            Err(e @ InfraError::PortInUse { .. }) => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| InfraError::NoFreePort(std::io::Error::other("no attempt"))))
+/// Sentinel `i`'s run id, 40 hex digits as Redis's own: given, so each can be told the
+/// others' beforehand.
+fn sentinel_id(i: usize) -> String {
+    format!("{:040x}", i + 1)
 }
 
-/// A sentinel's configuration: it and the servers it finds announce loopback addresses as
-/// given, never resolved.
-fn config(own: SocketAddr, primary: SocketAddr) -> String {
-    let (ip, port) = (primary.ip(), primary.port());
-    format!(
+/// Sentinel `i`'s (of those at `all`) configuration: it and the servers it finds announce
+/// loopback addresses as given, never resolved; it knows the replica and the other sentinels
+/// from the start.
+fn config(i: usize, all: &[SocketAddr], primary: SocketAddr, replica: SocketAddr) -> String {
+    let own_port = all[i].port();
+    let mut text = format!(
         "port {own_port}\nbind 127.0.0.1\nprotected-mode no\n\
+         sentinel myid {id}\n\
          sentinel resolve-hostnames no\n\
          sentinel announce-ip 127.0.0.1\nsentinel announce-port {own_port}\n\
          sentinel monitor {MASTER_NAME} {ip} {port} {QUORUM}\n\
          sentinel down-after-milliseconds {MASTER_NAME} {down}\n\
          sentinel failover-timeout {MASTER_NAME} {failover}\n\
-         sentinel parallel-syncs {MASTER_NAME} 1\n",
-        own_port = own.port(),
+         sentinel parallel-syncs {MASTER_NAME} 1\n\
+         sentinel known-replica {MASTER_NAME} {replica_ip} {replica_port}\n",
+        id = sentinel_id(i),
+        ip = primary.ip(),
+        port = primary.port(),
         down = DOWN_AFTER.as_millis(),
         failover = FAILOVER_TIMEOUT.as_millis(),
-    )
+        replica_ip = replica.ip(),
+        replica_port = replica.port(),
+    );
+    for (j, other) in all.iter().enumerate().filter(|(j, _)| *j != i) {
+        text.push_str(&format!(
+            "sentinel known-sentinel {MASTER_NAME} {} {} {}\n",
+            other.ip(),
+            other.port(),
+            sentinel_id(j)
+        ));
+    }
+    text
 }
 
 /// Makes the empty server at `replica` a replica of the primary reached at `upstream`,
@@ -265,18 +292,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_sentinel_monitors_the_primary_by_the_address_given_with_a_quorum_of_two() {
+    fn a_sentinel_monitors_the_primary_by_the_address_given_and_knows_the_replica_and_the_others() {
+        let all: Vec<SocketAddr> = ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"]
+            .map(|a| a.parse().unwrap())
+            .to_vec();
         let text = config(
-            "127.0.0.1:7001".parse().unwrap(),
+            1,
+            &all,
             "127.0.0.1:6001".parse().unwrap(),
+            "127.0.0.1:6002".parse().unwrap(),
         );
-        assert!(text.contains("port 7001\n"), "{text}");
-        assert!(text.contains("sentinel announce-port 7001\n"), "{text}");
+        assert!(text.contains("port 7002\n"), "{text}");
+        assert!(text.contains("sentinel announce-port 7002\n"), "{text}");
+        assert!(text.contains(&format!("sentinel myid {}\n", sentinel_id(1))));
         assert!(
             text.contains("sentinel monitor failmode 127.0.0.1 6001 2\n"),
             "{text}"
         );
+        assert!(
+            text.contains("known-replica failmode 127.0.0.1 6002\n"),
+            "{text}"
+        );
+        assert!(text.contains(&format!(
+            "known-sentinel failmode 127.0.0.1 7001 {}\n",
+            sentinel_id(0)
+        )));
+        assert!(
+            !text.contains("known-sentinel failmode 127.0.0.1 7002"),
+            "{text}"
+        );
         assert!(text.contains("down-after-milliseconds failmode 1000\n"));
+        assert_eq!(sentinel_id(2).len(), 40);
     }
 
     #[test]

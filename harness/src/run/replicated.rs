@@ -83,7 +83,13 @@ pub(super) async fn start(
     sentinel::attach_replica(replica.addr(), replica_proxy, link_addr)
         .await
         .map_err(failed)?;
-    let sentinels = Sentinels::start(&format!("sentinel-{name}"), log_dir, primary_proxy).await?;
+    let sentinels = Sentinels::start(
+        &format!("sentinel-{name}"),
+        log_dir,
+        primary_proxy,
+        replica_proxy,
+    )
+    .await?;
     sentinels
         .until_watching(replica_proxy)
         .await

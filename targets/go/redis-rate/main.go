@@ -40,6 +40,9 @@ type settings struct {
 	maxRetries, poolSize                           int
 	poolSizeDefault                                bool
 	contextTimeoutEnabled                          bool
+	// A Sentinel topology's (the manifest's [start.sentinel_env]); none: FAILMODE_REDIS_URL.
+	sentinelAddrs  []string
+	sentinelMaster string
 }
 
 func readSettings() (settings, []string) {
@@ -83,6 +86,15 @@ func readSettings() (settings, []string) {
 		}
 	}
 	s.redisURL = get("FAILMODE_REDIS_URL")
+	if v := strings.TrimSpace(os.Getenv("FAILMODE_REDIS_SENTINELS")); v != "" {
+		for _, addr := range strings.Split(v, ",") {
+			if _, _, err := net.SplitHostPort(strings.TrimSpace(addr)); err != nil {
+				problems = append(problems, fmt.Sprintf("FAILMODE_REDIS_SENTINELS: %q: %v", addr, err))
+			}
+			s.sentinelAddrs = append(s.sentinelAddrs, strings.TrimSpace(addr))
+		}
+		s.sentinelMaster = get("FAILMODE_REDIS_SENTINEL_MASTER")
+	}
 	s.instanceID = get("FAILMODE_INSTANCE_ID")
 	s.instanceCount = intOf("FAILMODE_INSTANCE_COUNT", 1)
 	s.limit = intOf("FAILMODE_LIMIT", 1)
@@ -161,7 +173,23 @@ func main() {
 		opt.PoolSize = s.poolSize
 	}
 	opt.ContextTimeoutEnabled = s.contextTimeoutEnabled
-	rdb := redis.NewClient(opt)
+	var rdb *redis.Client
+	if len(s.sentinelAddrs) > 0 {
+		// go-redis's failover client: asks the sentinels for the primary, and again when it
+		// loses it, with the same connection settings as the plain client.
+		rdb = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:            s.sentinelMaster,
+			SentinelAddrs:         s.sentinelAddrs,
+			DialTimeout:           opt.DialTimeout,
+			ReadTimeout:           opt.ReadTimeout,
+			WriteTimeout:          opt.WriteTimeout,
+			MaxRetries:            opt.MaxRetries,
+			PoolSize:              opt.PoolSize,
+			ContextTimeoutEnabled: opt.ContextTimeoutEnabled,
+		})
+	} else {
+		rdb = redis.NewClient(opt)
+	}
 	eff := rdb.Options() // defaults applied
 
 	limit := redis_rate.Limit{Rate: s.limit, Burst: s.limit, Period: s.window}
@@ -177,6 +205,8 @@ func main() {
 		"on_store_error": "500",
 		"go-redis": map[string]any{
 			"addr":                 eff.Addr,
+			"sentinels":            s.sentinelAddrs,
+			"sentinel_master":      s.sentinelMaster,
 			"protocol":             eff.Protocol,
 			"dial_timeout":         eff.DialTimeout.String(),
 			"dialer_retries":       eff.DialerRetries,

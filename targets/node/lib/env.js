@@ -24,6 +24,12 @@ export class Env {
     return this.#raw(name);
   }
 
+  /** A setting only some runs give (a Sentinel topology's): undefined when absent. */
+  optional(name) {
+    const value = this.source[name];
+    return value === undefined || value === '' ? undefined : value;
+  }
+
   /** A whole number >= min. */
   integer(name, { min = 0 } = {}) {
     const raw = this.#raw(name);
@@ -95,5 +101,26 @@ export function readCommon(env) {
   if (common.redisUrl !== undefined && !/^redis:\/\//.test(common.redisUrl)) {
     env.refuse(`FAILMODE_REDIS_URL=${JSON.stringify(common.redisUrl)} must be a redis:// URL`);
   }
+  common.sentinel = readSentinel(env);
   return common;
+}
+
+/**
+ * The sentinels to ask for the primary (FAILMODE_REDIS_SENTINELS, host:port,host:port) and
+ * the name they monitor it under, in a Sentinel topology (the manifest's [start.sentinel_env]);
+ * undefined otherwise: the client then connects to FAILMODE_REDIS_URL.
+ */
+function readSentinel(env) {
+  const list = env.optional('FAILMODE_REDIS_SENTINELS');
+  if (list === undefined) return undefined;
+  const sentinels = [];
+  for (const addr of list.split(',')) {
+    const m = /^\s*([^:\s]+):(\d{1,5})\s*$/.exec(addr);
+    if (!m || Number(m[2]) > 65535) {
+      env.refuse(`FAILMODE_REDIS_SENTINELS: ${JSON.stringify(addr)} is not host:port`);
+      continue;
+    }
+    sentinels.push({ host: m[1], port: Number(m[2]) });
+  }
+  return { sentinels, name: env.string('FAILMODE_REDIS_SENTINEL_MASTER') };
 }

@@ -42,8 +42,11 @@ function clientOptions(settings) {
 /** The effective values (after ioredis merged its defaults) worth recording. */
 export function effectiveOptions(client, settings) {
   const o = client.options;
+  const where = o.sentinels
+    ? { sentinels: o.sentinels.map((s) => `${s.host}:${s.port}`), name: o.name }
+    : { url: `redis://${o.host}:${o.port}/${o.db ?? 0}` };
   return {
-    url: `redis://${o.host}:${o.port}/${o.db ?? 0}`,
+    ...where,
     enableOfflineQueue: o.enableOfflineQueue,
     commandTimeout: o.commandTimeout,
     connectTimeout: o.connectTimeout,
@@ -61,10 +64,14 @@ export function effectiveOptions(client, settings) {
 
 /**
  * Creates the client (it starts connecting at once) and logs its connection events: the
- * log then shows when each instance lost Redis and when it got it back.
+ * log then shows when each instance lost Redis and when it got it back. Given `sentinel`
+ * ({sentinels, name}), ioredis asks the sentinels for the primary on every (re)connect
+ * instead of using `url`, so it follows a failover.
  */
-export function createRedis(url, settings) {
-  const client = new Redis(url, clientOptions(settings));
+export function createRedis(url, settings, sentinel) {
+  const client = sentinel
+    ? new Redis({ sentinels: sentinel.sentinels, name: sentinel.name, ...clientOptions(settings) })
+    : new Redis(url, clientOptions(settings));
   let lastError = null;
   let repeats = 0;
   client.on('error', (err) => {

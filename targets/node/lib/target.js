@@ -50,7 +50,8 @@ export async function runTarget({
   installShutdown();
   process.on('unhandledRejection', (reason) => fatal(reason));
 
-  const client = kind.create(common.redisUrl, redisSettings);
+  // A client kind that takes no sentinels (node-redis here) keeps the one address.
+  const client = kind.create(common.redisUrl, redisSettings, common.sentinel);
   onShutdown(async () => kind.close(client));
   logStartup({
     program,

@@ -95,7 +95,7 @@ def caller() -> str:
 
 app = flask.Flask(__name__)
 app.config.update(
-    RATELIMIT_STORAGE_URI=S.redis_url,
+    RATELIMIT_STORAGE_URI=S.storage_uri,
     # Passed by limits to redis.from_url(), and so to every connection of its pool.
     RATELIMIT_STORAGE_OPTIONS={
         "socket_timeout": S.redis_socket_timeout,
@@ -195,7 +195,7 @@ def _startup_line() -> str:
         f"key=header:{CALLER_HEADER} swallow_errors={S.swallow_errors} "
         f"in_memory_fallback_enabled={S.in_memory_fallback_enabled} "
         f"headers_enabled={S.headers_enabled}; "
-        f"storage={_settings.redacted_url(S.redis_url)} "
+        f"storage={_settings.redacted_url(S.storage_uri)} "
         f"socket_timeout={kw.get('socket_timeout')}s "
         f"socket_connect_timeout={kw.get('socket_connect_timeout')}s "
         f"retries={retry.get_retries() if retry else None} "

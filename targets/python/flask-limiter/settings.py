@@ -121,6 +121,8 @@ class Settings:
     limit_string: str
     # redis-py, through limits' storage options
     redis_url: str
+    # limits' storage URI: redis_url, or redis+sentinel://… in a Sentinel topology
+    storage_uri: str
     redis_socket_timeout: float
     redis_socket_connect_timeout: float
     redis_retries: int
@@ -148,6 +150,15 @@ def load() -> Settings:
     redis_url = _raw("FAILMODE_REDIS_URL")
     if urlsplit(redis_url).scheme not in ("redis", "rediss", "redis+unix"):
         raise SettingError(f"FAILMODE_REDIS_URL={redacted_url(redis_url)!r} is not a redis:// URL")
+    # Only in a Sentinel topology (the manifest's [start.sentinel_env]): limits' own
+    # redis+sentinel:// storage, which asks the sentinels for the primary.
+    sentinels = os.environ.get("FAILMODE_REDIS_SENTINELS", "").strip()
+    storage_uri = redis_url
+    if sentinels:
+        for addr in sentinels.split(","):
+            if not re.fullmatch(r"[^:\s]+:\d{1,5}", addr.strip()):
+                raise SettingError(f"FAILMODE_REDIS_SENTINELS: {addr!r} is not host:port")
+        storage_uri = f"redis+sentinel://{sentinels}/{_raw('FAILMODE_REDIS_SENTINEL_MASTER')}"
     return Settings(
         bind=_raw("FAILMODE_BIND"),
         port=_int("FAILMODE_PORT", 1, 65535),
@@ -157,6 +168,7 @@ def load() -> Settings:
         window_ms=window_ms,
         limit_string=limit_string(limit, window_ms),
         redis_url=redis_url,
+        storage_uri=storage_uri,
         redis_socket_timeout=_seconds("FAILMODE_REDIS_SOCKET_TIMEOUT", 0.001, 60),
         redis_socket_connect_timeout=_seconds("FAILMODE_REDIS_SOCKET_CONNECT_TIMEOUT", 0.001, 60),
         redis_retries=_int("FAILMODE_REDIS_RETRIES", 0, 10),

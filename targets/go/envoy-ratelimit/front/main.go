@@ -45,11 +45,13 @@ const domain = "failmode"
 
 type settings struct {
 	Bind, CallerHeader, RedisAddr, InstanceID, Bin, LogLevel string
-	Port, Limit, StatusOnError, LocalCacheBytes, PoolSize    int
-	WindowMs                                                 int64
-	Unit                                                     string
-	Timeout, RedisTimeout                                    time.Duration
-	FailureModeDeny                                          bool
+	// "<master name>,<sentinel>,..." in a Sentinel topology; empty: RedisAddr alone.
+	SentinelURL                                           string
+	Port, Limit, StatusOnError, LocalCacheBytes, PoolSize int
+	WindowMs                                              int64
+	Unit                                                  string
+	Timeout, RedisTimeout                                 time.Duration
+	FailureModeDeny                                       bool
 }
 
 func bad(format string, a ...any) {
@@ -108,6 +110,16 @@ func load() settings {
 		bad("FAILMODE_REDIS_URL=%q: want redis://host:port (no auth, db 0)", ru)
 	}
 	s.RedisAddr = u.Host
+	// A Sentinel topology's (the manifest's [start.sentinel_env]): the service's own
+	// REDIS_TYPE=SENTINEL, REDIS_URL=<master name>,<sentinel>,...
+	if v := strings.TrimSpace(os.Getenv("FAILMODE_REDIS_SENTINELS")); v != "" {
+		for _, addr := range strings.Split(v, ",") {
+			if _, _, err := net.SplitHostPort(strings.TrimSpace(addr)); err != nil {
+				bad("FAILMODE_REDIS_SENTINELS: %q: %v", addr, err)
+			}
+		}
+		s.SentinelURL = need("FAILMODE_REDIS_SENTINEL_MASTER") + "," + v
+	}
 	s.InstanceID = need("FAILMODE_INSTANCE_ID")
 	s.Limit = int(needInt("FAILMODE_LIMIT", 1, 1<<32-1))
 	s.WindowMs = needInt("FAILMODE_WINDOW_MS", 1, 1<<62)
@@ -179,6 +191,10 @@ func main() {
 
 	ports := freePorts(3)
 	grpcPort, httpPort, debugPort := ports[0], ports[1], ports[2]
+	redisType, redisURL := "REDIS_TYPE=SINGLE", s.RedisAddr
+	if s.SentinelURL != "" {
+		redisType, redisURL = "REDIS_TYPE=SENTINEL", s.SentinelURL
+	}
 	// The service's whole environment: nothing inherited, so these are all of its settings
 	// (everything else is the service's default).
 	childEnv := []string{
@@ -193,8 +209,8 @@ func main() {
 		"RUNTIME_WATCH_ROOT=false",
 		"BACKEND_TYPE=redis",
 		"REDIS_SOCKET_TYPE=tcp",
-		"REDIS_TYPE=SINGLE",
-		"REDIS_URL=" + s.RedisAddr,
+		redisType,
+		"REDIS_URL=" + redisURL,
 		"REDIS_POOL_SIZE=" + strconv.Itoa(s.PoolSize),
 		"REDIS_TIMEOUT=" + s.RedisTimeout.String(),
 		"LOCAL_CACHE_SIZE_IN_BYTES=" + strconv.Itoa(s.LocalCacheBytes),

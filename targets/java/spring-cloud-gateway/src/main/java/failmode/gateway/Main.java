@@ -40,6 +40,20 @@ public final class Main {
 		props.put("server.address", settings.bind());
 		props.put("server.port", settings.port());
 		props.put("spring.data.redis.url", settings.redisUrl());
+		// A Sentinel topology's (the manifest's [start.sentinel_env]): Spring Data Redis's
+		// sentinel configuration, which Spring Boot prefers to the URL; Lettuce then asks the
+		// sentinels for the primary.
+		String sentinels = System.getenv("FAILMODE_REDIS_SENTINELS");
+		if (sentinels != null && !sentinels.isBlank()) {
+			String master = System.getenv("FAILMODE_REDIS_SENTINEL_MASTER");
+			if (master == null || master.isBlank()) {
+				System.err.println("invalid setting: FAILMODE_REDIS_SENTINEL_MASTER is missing");
+				System.exit(EXIT_USAGE);
+				return;
+			}
+			props.put("spring.data.redis.sentinel.master", master.strip());
+			props.put("spring.data.redis.sentinel.nodes", sentinels.strip());
+		}
 		props.put("spring.data.redis.timeout", settings.commandTimeoutMs() + "ms");
 		props.put("spring.data.redis.connect-timeout", settings.connectTimeoutMs() + "ms");
 		props.put("spring.application.name", "failmode-spring-cloud-gateway");

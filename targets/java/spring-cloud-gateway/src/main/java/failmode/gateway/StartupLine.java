@@ -78,6 +78,8 @@ class StartupLine implements ApplicationListener<ApplicationReadyEvent> {
 		LettuceClientConfiguration cc = factory.getClientConfiguration();
 		Map<String, Object> lettuce = new LinkedHashMap<>();
 		lettuce.put("url", settings.redisUrl());
+		lettuce.put("sentinels", factory.getSentinelConfiguration() == null ? null
+				: factory.getSentinelConfiguration().getSentinels().toString());
 		lettuce.put("command_timeout", cc.getCommandTimeout().toString());
 		lettuce.put("shutdown_timeout", cc.getShutdownTimeout().toString());
 		lettuce.put("share_native_connection", factory.getShareNativeConnection());
