@@ -55,6 +55,13 @@ peers-errors *ARGS: setup build
     target/release/failmode run peers-errors --no-build --batch 4 {{ARGS}}
     target/release/failmode outcomes results/latest --out docs/peers-errors.md --regenerate "just peers-errors{{ if ARGS == "" { "" } else { " " + ARGS } }}"
 
+# The same targets as `peers` through a Sentinel failover (each target's Redis a primary, a
+# replica and three sentinels; the primary killed), four at a time (six batches, about 7
+# minutes); regenerates docs/peers-failover.md from the run.
+peers-failover *ARGS: setup build
+    target/release/failmode run peers-failover --no-build --batch 4 {{ARGS}}
+    target/release/failmode outcomes results/latest --out docs/peers-failover.md --regenerate "just peers-failover{{ if ARGS == "" { "" } else { " " + ARGS } }}"
+
 # List the scenarios and the targets.
 list: build
     target/release/failmode list

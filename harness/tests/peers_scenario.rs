@@ -1,7 +1,8 @@
 //! The whole `peers` scenario as `just peers` runs it — every target, four at a time, through
-//! the slow, hung, stalled and cut Redis — and `peers-errors` as `just peers-errors` runs it
-//! (Redis answering -OOM, -READONLY, -BUSY and -NOSCRIPT; ignored for now), scaled down (a
-//! fifth, a half) to fit in CI, then `failmode outcomes` on its results. Proves the full comparisons run end
+//! the slow, hung, stalled and cut Redis — `peers-failover` as `just peers-failover` runs it
+//! (a Sentinel failover) and `peers-errors` as `just peers-errors` runs it (Redis answering
+//! -OOM, -READONLY, -BUSY and -NOSCRIPT; ignored for now), scaled down (a fifth, a half) to fit
+//! in CI, then `failmode outcomes` on its results. Proves the full comparisons run end
 //! to end on this machine, that every target is healthy before the faults, and that the
 //! statements from the seeds and the libraries' sources about what each does with its store
 //! failing hold at this scale too. Needs `just setup` (the peer targets' packages and builds).
@@ -48,10 +49,25 @@ fn the_peers_errors_scenario_runs_every_target_through_every_error_reply_and_con
     );
 }
 
+/// `peers-failover` at a fifth: the primary killed 2 s in, 4 s of fault (the sentinels promote
+/// the replica about 2.3 s after the kill), 3 s after it. Not in `just test` yet: its one run
+/// here (2026-12-03) was short of CPU from the first batch on (the generator's send lag p99
+/// 0.15-1.6 s, against 8 ms at most in the full-length `just peers-failover` just before, every
+/// claim confirmed there), and Envoy with failure_mode_deny, redis_rate and @fastify/rate-limit
+/// erred in the 2 s healthy phase even when their batch ran again: cause not found. Run it by
+/// hand with `cargo test -p failmode --test peers_scenario -- --ignored`.
 #[test]
-fn peers_errors_runs_the_peers_targets_in_the_same_order_so_the_same_batches() {
+#[ignore = "short of CPU at a fifth in its one run here (see its doc comment)"]
+fn the_peers_failover_scenario_runs_every_target_through_a_sentinel_failover_and_confirms_its_claims()
+ {
+    every_target_through_every_fault("peers-failover", PEERS_SCALE, &["fault"]);
+}
+
+#[test]
+fn peers_errors_and_peers_failover_run_the_peers_targets_in_the_same_order_so_the_same_batches() {
     let names = |s: &Scenario| s.targets.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
     assert_eq!(names(&shipped("peers-errors")), names(&shipped("peers")));
+    assert_eq!(names(&shipped("peers-failover")), names(&shipped("peers")));
 }
 
 /// The shipped scenario `name`.

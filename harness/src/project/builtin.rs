@@ -4,7 +4,7 @@
 //! A unit test keeps [`SCENARIOS`] equal to `scenarios/`: a new scenario cannot be forgotten.
 
 /// The shipped scenarios, `scenarios/NAME.toml`, by name.
-pub(crate) const SCENARIOS: [(&str, &str); 20] = [
+pub(crate) const SCENARIOS: [(&str, &str); 21] = [
     ("baseline", include_str!("../../../scenarios/baseline.toml")),
     (
         "client-pause",
@@ -28,6 +28,10 @@ pub(crate) const SCENARIOS: [(&str, &str); 20] = [
     (
         "peers-errors",
         include_str!("../../../scenarios/peers-errors.toml"),
+    ),
+    (
+        "peers-failover",
+        include_str!("../../../scenarios/peers-failover.toml"),
     ),
     (
         "redis-busy",
