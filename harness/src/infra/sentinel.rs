@@ -109,9 +109,10 @@ impl Sentinels {
         loop {
             let mut ready = true;
             for &addr in &self.addrs {
-                let master = sentinel_map(addr, "MASTER").await?;
-                let replicas = sentinel_replicas(addr).await?;
-                ready &= field(&master, "num-other-sentinels") == Some(SENTINELS as u64 - 1)
+                let master: Vec<String> = sentinel(addr, "MASTER").await?;
+                let replicas = replicas(&sentinel::<Vec<Vec<String>>>(addr, "REPLICAS").await?);
+                ready &= field(&pairs(&master), "num-other-sentinels")
+                    == Some(SENTINELS as u64 - 1)
                     && replicas.contains(&replica);
             }
             if ready {
@@ -133,21 +134,13 @@ impl Sentinels {
 
     /// `SENTINEL FAILOVER`: a failover now, without waiting for the primary to be down.
     pub async fn failover(&self) -> Result<(), RedisCommandError> {
-        let addr = self.addrs[0];
-        let mut conn = connect(addr, 0).await?;
-        let mut cmd = redis::cmd("SENTINEL");
-        cmd.arg("FAILOVER").arg(MASTER_NAME);
-        run::<()>(&mut conn, addr, &cmd, "SENTINEL FAILOVER").await
+        sentinel(self.addrs[0], "FAILOVER").await
     }
 
     /// The primary's address as the sentinels hand it out now.
     pub async fn primary(&self) -> Result<SocketAddr, RedisCommandError> {
         let addr = self.addrs[0];
-        let mut conn = connect(addr, 0).await?;
-        let mut cmd = redis::cmd("SENTINEL");
-        cmd.arg("GET-MASTER-ADDR-BY-NAME").arg(MASTER_NAME);
-        let (host, port): (String, u16) =
-            run(&mut conn, addr, &cmd, "SENTINEL GET-MASTER-ADDR-BY-NAME").await?;
+        let (host, port): (String, u16) = sentinel(addr, "GET-MASTER-ADDR-BY-NAME").await?;
         format!("{host}:{port}").parse().map_err(|e| {
             RedisCommandError::detail(
                 "SENTINEL GET-MASTER-ADDR-BY-NAME",
@@ -250,33 +243,28 @@ pub async fn attach_replica(
     .await
 }
 
-/// `SENTINEL <what> failmode` (a flat list of field, value) as a map.
-async fn sentinel_map(
+/// `SENTINEL <what> failmode` asked of the sentinel at `addr`.
+async fn sentinel<T: redis::FromRedisValue>(
     addr: SocketAddr,
     what: &str,
-) -> Result<BTreeMap<String, String>, RedisCommandError> {
+) -> Result<T, RedisCommandError> {
     let mut conn = connect(addr, 0).await?;
     let mut cmd = redis::cmd("SENTINEL");
     cmd.arg(what).arg(MASTER_NAME);
-    let flat: Vec<String> = run(&mut conn, addr, &cmd, &format!("SENTINEL {what}")).await?;
-    Ok(pairs(&flat))
+    run(&mut conn, addr, &cmd, &format!("SENTINEL {what}")).await
 }
 
-/// The replicas a sentinel knows of, by the address they announce.
-async fn sentinel_replicas(addr: SocketAddr) -> Result<Vec<SocketAddr>, RedisCommandError> {
-    let mut conn = connect(addr, 0).await?;
-    let mut cmd = redis::cmd("SENTINEL");
-    cmd.arg("REPLICAS").arg(MASTER_NAME);
-    let each: Vec<Vec<String>> = run(&mut conn, addr, &cmd, "SENTINEL REPLICAS").await?;
-    Ok(each
-        .iter()
+/// The replicas of a `SENTINEL REPLICAS` reply, by the address they announce.
+fn replicas(each: &[Vec<String>]) -> Vec<SocketAddr> {
+    each.iter()
         .filter_map(|flat| {
             let m = pairs(flat);
             format!("{}:{}", m.get("ip")?, m.get("port")?).parse().ok()
         })
-        .collect())
+        .collect()
 }
 
+/// A flat list of field, value (a sentinel's reply about an instance) as a map.
 fn pairs(flat: &[String]) -> BTreeMap<String, String> {
     flat.chunks_exact(2)
         .map(|kv| (kv[0].clone(), kv[1].clone()))
