@@ -2,6 +2,8 @@
 //! a fault is: the player that applies them is in `run/timeline/`, the clients that break the
 //! wire and the Redis in `infra/`.
 
+mod explain;
 mod fault;
 
-pub use fault::{FailoverHow, Fault, PauseMode, explain};
+pub use explain::explain;
+pub use fault::{FailoverHow, Fault, PauseMode};

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::RunError;
-use super::world::listening;
 use crate::infra::RedisServer;
 use crate::infra::sentinel::{self, MASTER_NAME, Sentinels};
 use crate::infra::toxiproxy::{Toxic, ToxicKind, Toxiproxy};
@@ -56,13 +55,15 @@ pub(super) async fn start(
 ) -> Result<Replicated, RunError> {
     let replica = RedisServer::start(&format!("redis-{name}-replica"), log_dir).await?;
     let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
-    let replica_proxy = listening(
-        toxiproxy
-            .create_proxy(&replica_proxy(name), any_port, replica.addr())
-            .await?,
-    )?;
+    let replica_proxy = toxiproxy
+        .create_proxy(&replica_proxy(name), any_port, replica.addr())
+        .await?
+        .listening()?;
     let link = link_proxy(name);
-    let link_addr = listening(toxiproxy.create_proxy(&link, any_port, primary).await?)?;
+    let link_addr = toxiproxy
+        .create_proxy(&link, any_port, primary)
+        .await?
+        .listening()?;
     let lag = u64::try_from(replication_lag.as_millis()).unwrap_or(u64::MAX);
     toxiproxy
         .add_toxic(

@@ -20,7 +20,7 @@ use crate::deployment::Deployment;
 use crate::faults::Fault;
 use crate::identity;
 use crate::infra::redis::SharedRedis;
-use crate::infra::toxiproxy::{Toxiproxy, ToxiproxyError};
+use crate::infra::toxiproxy::Toxiproxy;
 use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::load::Rotation;
 use crate::scenario::{RedisTopology, Scenario};
@@ -177,7 +177,7 @@ impl World {
                     redis.addr(),
                 )
                 .await?;
-            let proxy_addr = listening(proxy)?;
+            let proxy_addr = proxy.listening()?;
             let redis_addr = redis.addr();
             let replicated = match scenario.redis {
                 RedisTopology::Single => None,
@@ -494,14 +494,4 @@ pub async fn undo_on(toxiproxy: &Toxiproxy, proxies: &[String]) -> Result<Vec<St
         }
     }
     Ok(done)
-}
-
-/// Where a proxy Toxiproxy just created listens (it bound a free port itself).
-pub(super) fn listening(proxy: crate::infra::toxiproxy::Proxy) -> Result<SocketAddr, RunError> {
-    proxy.listen_addr().ok_or_else(|| {
-        RunError::Toxiproxy(ToxiproxyError::Invalid {
-            op: format!("create proxy {}", proxy.name),
-            reason: format!("it listens on {:?}, not an address", proxy.listen),
-        })
-    })
 }

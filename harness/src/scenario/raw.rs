@@ -81,7 +81,7 @@ pub(crate) struct RawScenario {
     pub(crate) targets: Vec<Spanned<RawTarget>>,
     pub(crate) phases: Vec<Spanned<RawPhase>>,
     /// What each target's Redis is (`super::redis`).
-    pub(crate) redis: Option<Spanned<super::redis::RawRedis>>,
+    pub(crate) redis: Option<Spanned<RawRedis>>,
     /// Thresholds; enforced by `failmode gate`.
     #[serde(default)]
     pub(crate) gates: Vec<toml::Table>,
@@ -169,4 +169,19 @@ pub(crate) struct RawPhase {
     pub(crate) end: HumanDuration,
     #[serde(default)]
     pub(crate) faults: Vec<crate::faults::Fault>,
+}
+
+/// `[redis]`, checked against the phases in `super::redis`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRedis {
+    pub(crate) topology: RawTopologyName,
+    pub(crate) replication_lag: Option<HumanDuration>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum RawTopologyName {
+    Single,
+    Sentinel,
 }

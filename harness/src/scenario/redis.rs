@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::ScenarioError;
 use super::invalid::Invalid;
-use super::raw::{HumanDuration, RawPhase};
+use super::raw::{RawPhase, RawRedis, RawTopologyName};
 use crate::faults::Fault;
 
 /// What each target's Redis is.
@@ -27,20 +26,6 @@ pub enum RedisTopology {
 /// On loopback a replica is never behind, so a failover would lose nothing; behind by this,
 /// it misses the increments of the last tenth of a second, as a replica in another zone does.
 const DEFAULT_REPLICATION_LAG: Duration = Duration::from_millis(100);
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) enum RawTopologyName {
-    Single,
-    Sentinel,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawRedis {
-    pub(crate) topology: RawTopologyName,
-    pub(crate) replication_lag: Option<HumanDuration>,
-}
 
 /// The topology `[redis]` asks for, checked against the phases' faults: a `failover` needs a
 /// Sentinel topology, happens at most once, and is the last fault (after it the primary has

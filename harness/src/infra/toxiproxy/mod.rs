@@ -37,6 +37,15 @@ impl Proxy {
         self.listen.parse().ok()
     }
 
+    /// Where a proxy just created on port 0 listens (Toxiproxy bound a free port itself and
+    /// reports it); an error if what it reports is not an address.
+    pub fn listening(&self) -> Result<SocketAddr, ToxiproxyError> {
+        self.listen_addr().ok_or_else(|| ToxiproxyError::Invalid {
+            op: format!("create proxy {}", self.name),
+            reason: format!("it listens on {:?}, not an address", self.listen),
+        })
+    }
+
     fn from_api(value: &Value) -> Result<Self, String> {
         #[derive(Deserialize)]
         struct Raw {
