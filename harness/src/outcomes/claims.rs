@@ -135,6 +135,6 @@ mod tests {
                 with_claims.push(name);
             }
         }
-        assert_eq!(with_claims, ["peers", "peers-errors"]);
+        assert_eq!(with_claims, ["peers", "peers-errors", "peers-failover"]);
     }
 }
