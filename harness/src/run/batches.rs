@@ -59,24 +59,42 @@ pub async fn run_in_batches(
             ..opts.clone()
         };
         let mut outcome = run(batch_opts.clone(), interrupt.clone(), say).await;
-        // Once a batch: a second machine hiccup in a row is reported as it is.
+        // Once a batch: a second machine hiccup in a row is reported as it is. Not after a
+        // Ctrl-C, and not when the first run cannot be put aside.
         if let Ok(o) = &outcome
             && !o.result.partial
+            && !interrupt.is_cancelled()
             && let Some(why) = trust::short_of_cpu_and_erring(&o.result.targets)
         {
             let aside = folder.path.join(format!("batch-{}-short-of-cpu", k + 1));
-            std::fs::rename(&out, &aside).map_err(|source| RunError::Results {
-                path: aside.clone(),
-                source,
-            })?;
-            let note = format!(
-                "batch {}: ran twice, as in its first run (kept in {}/) {why}",
-                k + 1,
-                aside.file_name().unwrap_or_default().to_string_lossy()
-            );
-            say.line(&note);
-            reruns.push(note);
-            outcome = run(batch_opts, interrupt.clone(), say).await;
+            if std::fs::rename(&out, &aside).is_ok() {
+                let kept = aside.file_name().unwrap_or_default().to_string_lossy();
+                let again = run(batch_opts, interrupt.clone(), say).await;
+                // A second run that failed or was cut short leaves the first one standing.
+                let note = match &again {
+                    Ok(o) if !o.result.partial => {
+                        outcome = again;
+                        format!(
+                            "batch {}: ran twice, as in its first run (kept in {kept}/) {why}",
+                            k + 1
+                        )
+                    }
+                    _ => {
+                        let _ = std::fs::remove_dir_all(&out);
+                        std::fs::rename(&aside, &out).map_err(|source| RunError::Results {
+                            path: out.clone(),
+                            source,
+                        })?;
+                        format!(
+                            "batch {}: {why}; run again, it did not finish, so its first run \
+                             stands",
+                            k + 1
+                        )
+                    }
+                };
+                say.line(&note);
+                reruns.push(note);
+            }
         }
         match outcome {
             Ok(o) => {

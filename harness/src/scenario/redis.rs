@@ -1,6 +1,7 @@
 //! `[redis]`: what each target's Redis is. One server (the default), or a Sentinel topology
 //! (a primary, a replica fed through a delayed link, three sentinels), which the `failover`
-//! fault needs and which only it may move.
+//! fault needs and which holds no other fault: the sentinels watch the primary through the
+//! target's proxy, so a cut, a hang or a stopped Redis there would be a failover of its own.
 
 use std::time::Duration;
 
@@ -53,6 +54,25 @@ pub(super) fn topology(
             },
         },
     };
+    if topology != RedisTopology::Single
+        && let Some(other) = phases.iter().find(|p| {
+            p.get_ref()
+                .faults
+                .iter()
+                .any(|f| !matches!(f, Fault::Failover { .. }))
+        })
+    {
+        return Err(invalid.at(
+            "phases.faults",
+            other.span(),
+            format!(
+                "phase {:?}: in a Sentinel topology the only fault is `failover` (the \
+                 sentinels watch the primary through the target's proxy: a cut, hang or \
+                 stopped Redis there would make them fail over on their own)",
+                other.get_ref().name
+            ),
+        ));
+    }
     let mut by_start: Vec<&Spanned<RawPhase>> = phases.iter().collect();
     by_start.sort_by_key(|p| p.get_ref().start.0);
     let is_failover = |f: &Fault| matches!(f, Fault::Failover { .. });
@@ -158,16 +178,24 @@ mod tests {
         );
         let e = parse(&scenario(
             SENTINEL,
-            ["", &format!("{FAILOVER}, {{ type = \"down\" }}"), ""],
+            ["", &format!("{FAILOVER}, {FAILOVER}"), ""],
         ))
         .unwrap_err();
         assert!(e.contains("only fault"), "{e}");
         // The phase after it by time, though written first in the file.
-        let e = parse(&scenario(SENTINEL, [FAILOVER, "{ type = \"down\" }", ""])).unwrap_err();
+        let e = parse(&scenario(SENTINEL, [FAILOVER, FAILOVER, ""])).unwrap_err();
         assert!(
             e.contains("\"fault\" comes after the failover in \"steady\"") && e.contains("line 11"),
             "{e}"
         );
+        // Any other fault, before a failover or without one, is the sentinels' to act on.
+        for faults in [
+            ["", "{ type = \"down\" }", FAILOVER],
+            ["", "{ type = \"stall\" }", ""],
+        ] {
+            let e = parse(&scenario(SENTINEL, faults)).unwrap_err();
+            assert!(e.contains("the only fault is `failover`"), "{e}");
+        }
         let e = parse(&scenario(
             "[redis]\ntopology = \"single\"\nreplication_lag = \"1s\"",
             ["", "", ""],

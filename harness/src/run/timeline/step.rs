@@ -263,6 +263,10 @@ impl Step<'_> {
             }
             (FailoverHow::Kill, Op::Remove) => {
                 let mut redis = self.redis(&fault)?.lock().await;
+                // A kill that failed left the primary running: nothing to start.
+                if !redis.is_killed() {
+                    return Ok(());
+                }
                 redis.start_again().await?;
                 done.reports.push(format!(
                     "the old primary started again, empty (pid {}): the sentinels make it a \

@@ -101,10 +101,17 @@ impl Connection {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.connect_timeout));
-        let mut conn = self
-            .source
-            .client()
-            .await?
+        // A sentinel that stops answering must not hold up the reconnects for longer than a
+        // connect would.
+        let client = tokio::time::timeout(self.connect_timeout, self.source.client())
+            .await
+            .map_err(|_| {
+                redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "no answer from the sentinels within the connect timeout",
+                ))
+            })??;
+        let mut conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
         scripts.load_all(&mut conn).await?;
