@@ -542,11 +542,6 @@ impl TargetDef {
             .map(|(k, v)| (k.clone(), expand(v, &values)))
             .collect()
     }
-
-    /// Whether it is told the sentinels in a Sentinel topology (else it keeps one address).
-    pub fn follows_sentinels(&self) -> bool {
-        !self.sentinel_env.is_empty()
-    }
 }
 
 /// Replaces `{name}` placeholders with their values.

@@ -309,7 +309,6 @@ fn in_a_sentinel_topology_an_instance_is_told_the_sentinels_unless_its_variant_p
     );
     assert_eq!(told["FAILMODE_REDIS_SENTINEL_MASTER"], "failmode");
     assert_eq!(told["FAILMODE_REDIS_URL"], "redis://127.0.0.1:6001");
-    assert!(def("reference").follows_sentinels());
     assert_eq!(
         def("reference-pinned").env_for(&slot)["FAILMODE_REDIS_SENTINELS"],
         ""
