@@ -222,20 +222,13 @@ pub async fn attach_replica(
     upstream: SocketAddr,
 ) -> Result<(), RedisCommandError> {
     let mut conn = connect(replica, 0).await?;
-    config_set(
-        &mut conn,
-        replica,
-        "replica-announce-ip",
-        &announce.ip().to_string(),
-    )
-    .await?;
-    config_set(
-        &mut conn,
-        replica,
-        "replica-announce-port",
-        &announce.port().to_string(),
-    )
-    .await?;
+    let announced = [
+        ("replica-announce-ip", announce.ip().to_string()),
+        ("replica-announce-port", announce.port().to_string()),
+    ];
+    for (key, value) in announced {
+        config_set(&mut conn, replica, key, &value).await?;
+    }
     replica_of(replica, Some(upstream)).await?;
     until_replication(replica, "the replica's first sync", |i| {
         i.get("master_link_status").is_some_and(|s| s == "up")
