@@ -10,7 +10,8 @@ default:
 
 # Install what the tests and runs need and is missing: redis-server, toxiproxy-server, the Node.js
 # targets' packages (npm ci), the Python targets' virtualenv (.tools/python), the Go targets
-# (.tools/bin), the Java target (.tools/java) and Debian's nginx; idempotent.
+# (.tools/bin), the Java target (.tools/java), Debian's nginx, and the tests' HdrHistogram reader and
+# headless Chromium; idempotent.
 setup:
     @scripts/setup.sh
 

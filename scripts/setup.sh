@@ -8,7 +8,7 @@ say() { printf 'setup: %s\n' "$*"; }
 # `scripts/setup.sh` sets up everything; `scripts/setup.sh node python` only those parts
 # (target manifests call it that way as their build step).
 PARTS=("$@")
-if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(redis toxiproxy node python go rust java nginx hdrhistogram); fi
+if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(redis toxiproxy node python go rust java nginx hdrhistogram chromium); fi
 
 # A dependency folder is current when the digest of the lockfile it was installed from is
 # the one stamped inside it.
@@ -171,6 +171,32 @@ setup_nginx() {
   if [ -x targets/nginx/build.sh ]; then targets/nginx/build.sh | sed 's/^/setup: /'; fi
 }
 
+# Headless Chromium, which the report and compare tests render their pages in to measure
+# them as a reader sees them (harness/tests/support/browser.rs): Debian's chromium if missing.
+setup_chromium() {
+  if [ -n "${FAILMODE_CHROMIUM:-}" ]; then
+    [ -x "$FAILMODE_CHROMIUM" ] || { say "FAILMODE_CHROMIUM=$FAILMODE_CHROMIUM is not an executable"; exit 1; }
+    say "chromium found: $FAILMODE_CHROMIUM (FAILMODE_CHROMIUM)"
+    return 0
+  fi
+  local name
+  for name in chromium chromium-browser google-chrome google-chrome-stable; do
+    if command -v "$name" >/dev/null 2>&1; then
+      say "chromium found: $(command -v "$name")"
+      return 0
+    fi
+  done
+  if ! command -v apt-get >/dev/null 2>&1; then
+    say "Chromium is missing: install it (or Google Chrome), or set FAILMODE_CHROMIUM to its binary"
+    exit 1
+  fi
+  say "chromium is missing; installing Debian's chromium package"
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  say "installed $(chromium --version 2>/dev/null | head -n1)"
+}
+
 for part in "${PARTS[@]}"; do
   case "$part" in
     redis) setup_redis ;;
@@ -182,6 +208,7 @@ for part in "${PARTS[@]}"; do
     java) setup_java ;;
     nginx) setup_nginx ;;
     hdrhistogram) setup_hdrhistogram ;;
-    *) say "unknown part '$part' (known: redis toxiproxy node python go rust java nginx hdrhistogram)"; exit 64 ;;
+    chromium) setup_chromium ;;
+    *) say "unknown part '$part' (known: redis toxiproxy node python go rust java nginx hdrhistogram chromium)"; exit 64 ;;
   esac
 done

@@ -10,6 +10,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -966,4 +968,39 @@ fn the_html_page_plots_both_sides_p99_per_second_for_every_target_and_phase() {
     for tag in ["<script", "<link", "<img", "@import"] {
         assert!(!page.contains(tag), "the page loads something: {tag}");
     }
+}
+
+#[test]
+fn the_html_page_reads_at_1400_px_with_nothing_cut_scrolled_or_covered() {
+    let targets = [
+        ("rate-limiter-flexible-node-redis", STEADY),
+        ("envoy-ratelimit-local-cache", STEADY),
+    ];
+    let baseline = set(&targets, 1, 8);
+    let candidate = set(
+        &[
+            ("rate-limiter-flexible-node-redis", slower(3.0)),
+            ("envoy-ratelimit-local-cache", STEADY),
+        ],
+        1,
+        9,
+    );
+    let opts = CompareOptions {
+        resamples: 200,
+        ..CompareOptions::default()
+    };
+    let c = compare(&baseline, &candidate, &opts).unwrap();
+    let page = render_html(&c, &baseline, &candidate).unwrap();
+    let titles = support::browser::assert_reads_at_window_width(&page);
+    assert_eq!(
+        titles.len(),
+        2 * 3,
+        "one plot per target × phase: {titles:?}"
+    );
+    assert!(
+        titles.contains(
+            &"rate-limiter-flexible-node-redis / fault: p99 per second, both sides".to_owned()
+        ),
+        "{titles:?}"
+    );
 }

@@ -242,3 +242,78 @@ fn a_missing_run_json_is_named() {
     let err = write_report(dir.path()).unwrap_err();
     assert!(err.to_string().contains("run.json"), "{err}");
 }
+
+/// The names of a crowded run: the peers' real names, long ones among them.
+const CROWD: [&str; 24] = [
+    "reference",
+    "express-rate-limit",
+    "express-rate-limit-pass",
+    "flask-limiter",
+    "flask-limiter-swallow",
+    "flask-limiter-fallback",
+    "rate-limiter-flexible",
+    "rate-limiter-flexible-insurance",
+    "rate-limiter-flexible-node-redis",
+    "fastify-rate-limit",
+    "fastify-rate-limit-skip",
+    "envoy-ratelimit",
+    "envoy-ratelimit-deny",
+    "envoy-ratelimit-local-cache",
+    "go-redis-rate",
+    "nginx-limit-req",
+    "nginx-limit-req-share",
+    "limitador",
+    "limitador-cached",
+    "traefik-ratelimit",
+    "spring-cloud-gateway",
+    "fail-open",
+    "fail-closed",
+    "retry-then-deny",
+];
+
+/// [`CROWD`] under the outage, at its worst tenant: half in the best corner, three refusing
+/// everything, the rest spread over the map, several of those on one spot too.
+fn crowded_run() -> failmode::results::RunResult {
+    let two = run(Some("outage"));
+    let mut crowd = two.clone();
+    crowd.targets = CROWD
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let mut t = two.targets[i % 2].clone();
+            t.name = (*name).to_owned();
+            let outage = t.phases.iter_mut().find(|p| p.name == "outage").unwrap();
+            let (over, denied) = match i {
+                0..12 => (0.0, 0.0),
+                12..15 => (0.0, 1.0),
+                15..18 => (0.25, 0.1),
+                _ => (0.1 * i as f64, 0.02 * (i % 5) as f64),
+            };
+            for tenant in &mut outage.tenants {
+                tenant.over_admission = Some(over);
+                tenant.wrongful_denial = Some(denied);
+            }
+            t
+        })
+        .collect();
+    crowd
+}
+
+#[test]
+fn the_report_reads_at_1400_px_with_nothing_cut_scrolled_or_covered_even_with_two_dozen_targets() {
+    for run in [run(Some("outage")), crowded_run()] {
+        let dir = folder_with(&run);
+        let html = std::fs::read_to_string(write_report(dir.path()).unwrap()).unwrap();
+        let titles = support::browser::assert_reads_at_window_width(&html);
+        // The map, the heaviest tenant's timeline, then three plots per target.
+        assert_eq!(titles.len(), 2 + 3 * run.targets.len(), "{titles:?}");
+        assert!(titles[0].starts_with("outage"), "{titles:?}");
+        for target in &run.targets {
+            assert!(
+                html.contains(&format!("{} · p99", target.name)),
+                "{} is labelled neither on the map nor in its key",
+                target.name
+            );
+        }
+    }
+}

@@ -3,12 +3,13 @@
 //! admits everything during the outage and one that answers 500, a proxied Redis
 //! (`proxied`), a deployed fleet (`deployed`), the load engine driven directly (`engine`), a
 //! scripted HTTP server (`scripted_server`), the oracle's clock (`oracle`), a shipped
-//! scenario run in-process (`shipped`) and a project whose target is a Python stub, with the
-//! processes a run started (`stub`).
+//! scenario run in-process (`shipped`), a project whose target is a Python stub, with the
+//! processes a run started (`stub`), and pages rendered by headless Chromium (`browser`).
 
 // Each test crate that includes this uses part of it.
 #![allow(dead_code)]
 
+pub(crate) mod browser;
 pub(crate) mod deployed;
 pub(crate) mod engine;
 pub(crate) mod oracle;
@@ -211,11 +212,11 @@ pub(crate) fn run(fault_phase: Option<&str>) -> RunResult {
     run
 }
 
-/// One row per second × target × tenant, and the `"all"` rows; the second target refuses
-/// everything during the outage with 500s.
-pub(crate) fn series() -> String {
+/// One row per second × target × tenant, and the `"all"` rows; every second target (the
+/// second of [`TARGETS`]) refuses everything during the outage with 500s.
+pub(crate) fn series_of<S: AsRef<str>>(targets: &[S]) -> String {
     let mut csv = format!("{SERIES_HEADER}\n");
-    for (ti, target) in TARGETS.iter().enumerate() {
+    for (ti, target) in targets.iter().map(AsRef::as_ref).enumerate() {
         for second in 0..30u64 {
             let (phase, outage) = match second {
                 0..10 => ("steady", false),
@@ -229,7 +230,7 @@ pub(crate) fn series() -> String {
                 (500, 1_500)
             };
             for (name, rate) in TENANTS {
-                let (admitted, limited, server_error) = if outage && ti == 1 {
+                let (admitted, limited, server_error) = if outage && ti % 2 == 1 {
                     (0, 0, rate)
                 } else if outage {
                     (rate, 0, 0)
@@ -290,6 +291,7 @@ pub(crate) fn folder_with(run: &RunResult) -> tempfile::TempDir {
         serde_json::to_string_pretty(run).unwrap(),
     )
     .unwrap();
-    std::fs::write(dir.path().join("series.csv"), series()).unwrap();
+    let targets: Vec<&str> = run.targets.iter().map(|t| t.name.as_str()).collect();
+    std::fs::write(dir.path().join("series.csv"), series_of(&targets)).unwrap();
     dir
 }

@@ -9,6 +9,7 @@
 
 mod axes;
 mod canvas;
+mod labels;
 mod series;
 mod sides;
 mod style;

@@ -7,6 +7,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::axes::{Ticked, YAxis, tick_label};
 use super::canvas::{PlotError, house_mesh};
+use super::labels::{self, LABEL_PX, LABEL_ROW, Rect};
 use super::style::{GREEN, LEGEND_ROW, MUTED, PALETTE, TITLE_ROW, WIDTH, font, text_width};
 use crate::results::PhaseResult;
 
@@ -15,8 +16,6 @@ const MAP_HEIGHT: u32 = 380;
 /// Smallest range of either axis, in %: a map whose targets all stay under 1 % should show
 /// them near the best corner, not spread over an axis that magnifies noise.
 const MIN_RANGE_PCT: f64 = 10.0;
-const LABEL_PX: f64 = 13.0;
-const LABEL_ROW: i32 = 17;
 
 /// One target on a map: its worst tenant's figures of the phase (shares, 1.0 = 100 %; `None`
 /// when not measured) and the phase's p99 in ms.
@@ -100,51 +99,55 @@ impl MapAxes {
 
 type Root<'b> = DrawingArea<SVGBackend<'b>, plotters::coord::Shift>;
 
-/// A label's box in px: left, top, right, bottom.
-type Rect = (i32, i32, i32, i32);
-
-fn overlaps(a: Rect, b: Rect) -> bool {
-    a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
-}
-
 pub(super) fn draw(map: &TradeOff<'_>, axes: &MapAxes) -> Result<String, PlotError> {
     let missing = map.not_measured();
-    let note_rows = u32::from(!missing.is_empty());
-    let height = TITLE_ROW + MAP_HEIGHT + LEGEND_ROW * note_rows;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
-        draw_on(&root, map, axes, &missing, height)?;
-        root.present()?;
+    // The key's rows are known only once the labels are placed, and they take room from the
+    // chart, which moves the markers: draw again with the rows the last try needed. Each row
+    // holds several spots, so this settles in a try or two.
+    let (mut key_rows, mut tries) = (0, 0);
+    loop {
+        let mut svg = String::new();
+        let needed = {
+            let height = height_with(&missing, key_rows);
+            let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+            let needed = draw_on(&root, map, axes, &missing, key_rows)?;
+            root.present()?;
+            needed
+        };
+        tries += 1;
+        if needed <= key_rows || tries == 6 {
+            return Ok(svg);
+        }
+        key_rows = needed;
     }
-    Ok(svg)
 }
 
+fn height_with(missing: &[String], key_rows: usize) -> u32 {
+    TITLE_ROW + MAP_HEIGHT + LEGEND_ROW * (u32::from(!missing.is_empty()) + key_rows as u32)
+}
+
+/// Draws the map with `key_rows` rows of key under it; returns the rows the key needed.
 fn draw_on(
     root: &Root<'_>,
     map: &TradeOff<'_>,
     axes: &MapAxes,
     missing: &[String],
-    height: u32,
-) -> Result<(), PlotError> {
+    key_rows: usize,
+) -> Result<usize, PlotError> {
     root.fill(&WHITE)?;
-    let p = map.phase;
     root.draw(&Text::new(
-        format!(
-            "{} ({}): over-admission against wrongful denial, every target",
-            p.name,
-            p.faults.join(", ")
-        ),
+        title(map.phase),
         (12, 8),
         font(16.0).style(FontStyle::Bold).color(&BLACK),
     ))?;
     let (x, y) = (&axes.x, &axes.y);
     let pct = |v: &f64| format!("{} %", tick_label(*v));
+    let under = u32::from(!missing.is_empty()) + key_rows as u32;
     let mut chart = ChartBuilder::on(root)
         .margin_top(TITLE_ROW)
         .margin_right(24)
         .margin_left(8)
-        .margin_bottom(LEGEND_ROW * u32::from(!missing.is_empty()))
+        .margin_bottom(LEGEND_ROW * under)
         .x_label_area_size(48)
         .y_label_area_size(72)
         .build_cartesian_2d(
@@ -173,42 +176,81 @@ fn draw_on(
     let to_px = |(vx, vy): (f64, f64)| chart.backend_coord(&(vx, vy));
     let (left, top) = to_px((x.lo, y.hi));
     let (right, bottom) = to_px((x.hi, y.lo));
-    let mut taken = vec![best_corner(root, to_px((0.0, 0.0)))?];
     let drawn: Vec<(&MapPoint, (i32, i32))> = map
         .points
         .iter()
         .filter_map(|pt| Some((pt, to_px(pt.at()?))))
         .collect();
-    // A marker with others drawn over it is larger, so targets on one spot show as nested
-    // rings instead of the last one hiding the others.
+    let at: Vec<(i32, i32)> = drawn.iter().map(|(_, px)| *px).collect();
+    let corner = best_corner(root, to_px((0.0, 0.0)))?;
     for (i, (pt, px)) in drawn.iter().enumerate() {
-        let over_it = drawn[i + 1..]
-            .iter()
-            .filter(|(_, q)| (q.0 - px.0).abs() <= 8 && (q.1 - px.1).abs() <= 8)
-            .count();
-        let r = 6 + 3 * over_it.min(3) as i32;
-        let colour = PALETTE[pt.index % PALETTE.len()];
-        root.draw(&Circle::new(*px, r, colour.filled()))?;
+        let r = labels::ring_radius(labels::markers_above(&at, i));
+        root.draw(&Circle::new(*px, r, colour(pt).filled()))?;
         root.draw(&Circle::new(*px, r, WHITE.stroke_width(1)))?;
     }
-    for (pt, px) in &drawn {
-        let colour = PALETTE[pt.index % PALETTE.len()];
-        // Labels may reach into the title row's lower half and over the right margin.
-        let bounds = (left, top - TITLE_ROW as i32 / 3, right + 20, bottom);
-        let rect = place_label(&pt.label(), *px, bounds, &taken);
-        label(root, &pt.label(), *px, rect, colour)?;
-        taken.push(rect);
+    let spots = labels::spots(&at);
+    let mut taken = vec![corner];
+    taken.extend(spots.iter().map(labels::Spot::rings));
+    // The biggest blocks first, while the room near their spots is free.
+    let mut by_size: Vec<&labels::Spot> = spots.iter().collect();
+    by_size.sort_by_key(|s| std::cmp::Reverse(s.members.len()));
+    // Labels may reach over the right margin.
+    let bounds = (left, top, right + 20, bottom);
+    let mut unplaced = Vec::new();
+    for spot in by_size {
+        let members: Vec<&MapPoint> = spot.members.iter().map(|&i| drawn[i].0).collect();
+        let lines: Vec<String> = members.iter().map(|pt| pt.label()).collect();
+        match labels::place(labels::block_size(&lines), spot, bounds, &taken) {
+            Some(placed) => {
+                block(root, &members, spot, placed)?;
+                taken.push(placed.rect);
+            }
+            None => unplaced.push(key_entry(&members)),
+        }
     }
-    if !missing.is_empty() {
-        root.draw(&Text::new(
-            format!("not measured, not drawn: {}", missing.join(", ")),
-            (80, height as i32 - LEGEND_ROW as i32 + 10),
+    let key = labels::key_rows(&unplaced, f64::from(WIDTH) - 100.0);
+    let mut row_y = root.dim_in_pixel().1 as i32 - LEGEND_ROW as i32 * under as i32 + 10;
+    let mut under_chart = |text: String| {
+        let drawn = root.draw(&Text::new(
+            text,
+            (80, row_y),
             font(13.0)
                 .color(&MUTED)
                 .pos(Pos::new(HPos::Left, VPos::Center)),
-        ))?;
+        ));
+        row_y += LEGEND_ROW as i32;
+        drawn
+    };
+    for row in key.iter().take(key_rows) {
+        under_chart(row.clone())?;
     }
-    Ok(())
+    if !missing.is_empty() {
+        under_chart(format!("not measured, not drawn: {}", missing.join(", ")))?;
+    }
+    Ok(key.len())
+}
+
+/// The phase and, when they fit the width, its faults (the caption always names them).
+fn title(p: &PhaseResult) -> String {
+    let what = "over-admission against wrongful denial, every target";
+    let long = format!("{} ({}): {what}", p.name, p.faults.join(", "));
+    // A bold title is about a tenth wider than the labels' estimate.
+    if text_width(&long, 16.0) * 1.1 <= f64::from(WIDTH) - 24.0 {
+        long
+    } else {
+        format!("{}: {what}", p.name)
+    }
+}
+
+fn colour(pt: &MapPoint) -> RGBColor {
+    PALETTE[pt.index % PALETTE.len()]
+}
+
+/// A spot's line in the key, for a block that found no room beside it: where, and who.
+fn key_entry(members: &[&MapPoint]) -> String {
+    let (x, y) = members[0].at().unwrap_or_default();
+    let who: Vec<String> = members.iter().map(|pt| pt.label()).collect();
+    format!("at {x:.1} %, {y:.1} %: {}", who.join(", "))
 }
 
 /// A ring around (0, 0) and its name above it; returns the name's box, which labels avoid.
@@ -223,76 +265,52 @@ fn best_corner(root: &Root<'_>, (x, y): (i32, i32)) -> Result<Rect, PlotError> {
             .color(&GREEN)
             .pos(Pos::new(HPos::Left, VPos::Bottom)),
     ))?;
-    let w = text_width(text, LABEL_PX) as i32;
+    let w = (text_width(text, LABEL_PX) * 1.1) as i32;
     Ok((x + 14, y - 20 - LABEL_ROW, x + 14 + w, y - 20))
 }
 
-/// The first box, right of the marker (left of it near the right edge), then a row lower,
-/// higher, two rows lower…, that overlaps no label placed before it and stays in the chart.
-fn place_label(text: &str, (x, y): (i32, i32), chart: Rect, taken: &[Rect]) -> Rect {
-    let w = text_width(text, LABEL_PX) as i32;
-    let left_of = x + 14 + w > chart.2;
-    let x0 = if left_of { x - 14 - w } else { x + 14 };
-    let candidate = |dy: i32| {
-        let cy = y + dy;
-        (x0, cy - LABEL_ROW / 2, x0 + w, cy + LABEL_ROW / 2)
-    };
-    (0..12)
-        .map(|k| {
-            let step = (k + 1) / 2 * LABEL_ROW;
-            if k % 2 == 1 { step } else { -step }
-        })
-        .map(candidate)
-        .find(|r| r.1 >= chart.1 && r.3 <= chart.3 && !taken.iter().any(|t| overlaps(*r, *t)))
-        .unwrap_or_else(|| candidate(0))
-}
-
-/// The label in its box, with a line to its marker when it had to move off the marker's row.
-fn label(
+/// A spot's labels in their box, one line each (with a square of its marker's colour when
+/// there are several), and a line to the spot when the box had to move off its row.
+fn block(
     root: &Root<'_>,
-    text: &str,
-    (x, y): (i32, i32),
-    rect: Rect,
-    colour: RGBColor,
+    members: &[&MapPoint],
+    spot: &labels::Spot,
+    placed: labels::Placed,
 ) -> Result<(), PlotError> {
-    let cy = (rect.1 + rect.3) / 2;
-    let right_of = rect.0 > x;
-    if cy != y {
+    let rect = placed.rect;
+    let (x, y) = spot.at;
+    if placed.moved {
+        let right_of = rect.0 > x;
         let end = if right_of { rect.0 - 2 } else { rect.2 + 2 };
+        let half = LABEL_ROW / 2;
+        let ey = y.clamp(rect.1 + half, rect.3 - half);
+        let line = match members {
+            [one] => colour(one),
+            _ => MUTED,
+        };
         root.draw(&PathElement::new(
-            vec![(x, y), (end, cy)],
-            colour.mix(0.8).stroke_width(1),
+            vec![(x, y), (end, ey)],
+            line.mix(0.8).stroke_width(1),
         ))?;
     }
-    root.draw(&Text::new(
-        text.to_owned(),
-        (rect.0, cy),
-        font(LABEL_PX)
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Left, VPos::Center)),
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_label_moves_off_a_label_already_on_its_row() {
-        let chart = (0, 0, 900, 400);
-        let first = place_label("alpha · p99 1.0 ms", (100, 200), chart, &[]);
-        let second = place_label("beta · p99 1.0 ms", (100, 200), chart, &[first]);
-        assert_eq!(
-            first.1 + first.3,
-            400,
-            "the first stays on its marker's row"
-        );
-        assert!(!overlaps(first, second));
+    let several = members.len() > 1;
+    for (i, pt) in members.iter().enumerate() {
+        let cy = rect.1 + LABEL_ROW * i as i32 + LABEL_ROW / 2;
+        let mut tx = rect.0;
+        if several {
+            root.draw(&Rectangle::new(
+                [(tx, cy - 4), (tx + 8, cy + 4)],
+                colour(pt).filled(),
+            ))?;
+            tx += labels::SWATCH_PX;
+        }
+        root.draw(&Text::new(
+            pt.label(),
+            (tx, cy),
+            font(LABEL_PX)
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Left, VPos::Center)),
+        ))?;
     }
-
-    #[test]
-    fn a_label_near_the_right_edge_goes_left_of_its_marker() {
-        let rect = place_label("gamma · p99 1.0 ms", (880, 200), (0, 0, 900, 400), &[]);
-        assert!(rect.2 < 880);
-    }
+    Ok(())
 }
