@@ -144,11 +144,15 @@ async fn a_fault_the_deployment_cannot_take_or_a_proxy_a_dead_run_left_is_refuse
 const ABORT_ON_5XX: &str = "\n[[abort]]\ntarget = \"fail-closed\"\nmetric = \"rate_5xx\"\n\
                             max = 0.5\nfor = \"2s\"\n";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_abort_guard_crossed_removes_the_faults_stops_the_load_and_exits_4_with_the_reason() {
-    // Fail-closed answers 5xx to every request while its Redis is paused: the guard's limit.
-    let mut d = by_hand_of("fail-closed", ABORT_ON_5XX).await;
-    assert_eq!(d.deployment.abort.len(), 1);
+/// The deployment's safety limit on latency: p99 above 250 ms for two seconds in a row.
+const ABORT_ON_P99: &str = "\n[[abort]]\ntarget = \"timeout-only\"\nmetric = \"p99_ms\"\n\
+                            max = 250\nfor = \"2s\"\n";
+
+/// `attach-abort.toml` (a 20 s run, Redis's writes paused from 2 s to 18 s) attached to `d`:
+/// asserts that the guard stopped it with exit 4 and a reason beginning with `reason`, wrote
+/// the results marked aborted and partial, removed every fault and left the deployment's
+/// instances running; returns the results and the second the guard named.
+async fn aborted_run(d: &mut ByHand, reason: &str) -> (failmode::results::RunResult, u64) {
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
     let deployment = d.dir.path().join("deployment.toml");
@@ -161,7 +165,6 @@ async fn an_abort_guard_crossed_removes_the_faults_stops_the_load_and_exits_4_wi
     let took = started.elapsed();
     let (stdout, stderr) = support::output_text(&run);
     assert_eq!(run.status.code(), Some(4), "{stdout}{stderr}");
-    let reason = "fail-closed: rate_5xx above 50.0 % for 2 s (at ";
     assert!(
         stderr.contains(&format!("aborted by the abort guard: {reason}")),
         "{stderr}"
@@ -171,11 +174,12 @@ async fn an_abort_guard_crossed_removes_the_faults_stops_the_load_and_exits_4_wi
     // 2 s of pause, 2 s of limit and the 1.5 s its requests take to settle.
     let r = failmode::results::RunResult::read(&folder).unwrap();
     assert!(r.partial);
-    assert!(
-        r.aborted.as_deref().unwrap().starts_with(reason),
-        "{:?}",
-        r.aborted
-    );
+    let aborted = r.aborted.clone().unwrap();
+    assert!(aborted.starts_with(reason), "{aborted:?}");
+    let at_s: u64 = aborted[reason.len()..]
+        .split_once(" s")
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no second in {aborted:?}"));
     assert!(r.duration_s < 8.0, "ran {} s", r.duration_s);
     assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
     assert!(
@@ -185,12 +189,6 @@ async fn an_abort_guard_crossed_removes_the_faults_stops_the_load_and_exits_4_wi
         "{:?}",
         r.notes
     );
-    let fault = r.targets[0]
-        .phases
-        .iter()
-        .find(|p| p.name == "fault")
-        .unwrap();
-    assert!(fault.all.counts.errors_5xx() > 0, "{fault:?}");
     assert_eq!(support::schema_errors(&folder), Vec::<String>::new());
 
     // Every fault removed: Redis takes a write at once (its pause had 12 s left), the proxy is
@@ -219,6 +217,42 @@ async fn an_abort_guard_crossed_removes_the_faults_stops_the_load_and_exits_4_wi
             i.index
         );
     }
+    (r, at_s)
+}
+
+fn phase<'a>(
+    r: &'a failmode::results::RunResult,
+    name: &str,
+) -> &'a failmode::results::PhaseResult {
+    r.targets[0].phases.iter().find(|p| p.name == name).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_guard_crossed_removes_the_faults_stops_the_load_and_exits_4_with_the_reason() {
+    // Fail-closed answers 5xx to every request while its Redis is paused: the guard's limit.
+    let mut d = by_hand_of("fail-closed", &[], ABORT_ON_5XX).await;
+    assert_eq!(d.deployment.abort.len(), 1);
+    let (r, _) = aborted_run(&mut d, "fail-closed: rate_5xx above 50.0 % for 2 s (at ").await;
+    let fault = phase(&r, "fault");
+    assert!(fault.all.counts.errors_5xx() > 0, "{fault:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_guard_on_p99_stops_a_run_whose_limiter_waits_out_every_paused_call() {
+    // Without a breaker, every limiter call waits its 400 ms budget out while Redis's writes
+    // are paused; with Redis healthy it answers in milliseconds.
+    let env = [("FAILMODE_STORE_TIMEOUT", "400ms")];
+    let mut d = by_hand_of("timeout-only", &env, ABORT_ON_P99).await;
+    let (r, at_s) = aborted_run(&mut d, "timeout-only: p99_ms above 250 ms for 2 s (at ").await;
+    // Crossed in the fault's seconds, not before it.
+    assert!(at_s >= 3, "at {at_s} s");
+    let p99_ms = |name| phase(&r, name).all.latency_us.unwrap().p99 as f64 / 1000.0;
+    assert!(p99_ms("fault") >= 250.0, "fault p99 {} ms", p99_ms("fault"));
+    assert!(
+        p99_ms("steady") < 250.0,
+        "steady p99 {} ms",
+        p99_ms("steady")
+    );
 }
 
 #[test]

@@ -23,14 +23,18 @@ pub(crate) struct ByHand {
 }
 
 pub(crate) async fn by_hand() -> ByHand {
-    by_hand_of("reference", "").await
+    by_hand_of("reference", &[], "").await
 }
 
-/// [`by_hand`] with the reference's `target` variant (a policy, such as `fail-closed`), and
-/// `extra` appended to the deployment file (its `[[abort]]` tables, say).
-pub(crate) async fn by_hand_of(target: &str, extra: &str) -> ByHand {
+/// [`by_hand`] with the reference's `target` variant (a policy, such as `fail-closed`), `env`
+/// set on top of its manifest's, and `extra` appended to the deployment file (its `[[abort]]`
+/// tables, say).
+pub(crate) async fn by_hand_of(target: &str, env: &[(&str, &str)], extra: &str) -> ByHand {
     let all = targets::manifest::discover(&workspace().join("targets")).unwrap();
-    let defs = targets::manifest::select(&all, &[target.to_owned()]).unwrap();
+    let mut defs = targets::manifest::select(&all, &[target.to_owned()]).unwrap();
+    for (key, value) in env {
+        defs[0].env.insert((*key).to_owned(), (*value).to_owned());
+    }
     targets::build(&defs, &workspace()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let redis = RedisServer::start("redis-deployed", dir.path())
