@@ -32,6 +32,19 @@ pub enum RunError {
          not with --infra docker, and not attached (a deployment's sentinels are its own)"
     )]
     SentinelNotLocal,
+    #[error(
+        "phase {phase:?} fails the primary over in {length_s:.1} s{}: the sentinels need at \
+         least {min_s} s to call it down and promote its replica; lengthen the phase{}",
+        .scale.map(|s| format!(" at --duration-scale {s}")).unwrap_or_default(),
+        if .scale.is_some() { " or run at a larger --duration-scale" } else { "" }
+    )]
+    FailoverTooShort {
+        phase: String,
+        length_s: f64,
+        min_s: u64,
+        /// The run's `--duration-scale`, when it shortened the phase.
+        scale: Option<f64>,
+    },
     #[error("{target}'s Sentinel topology did not come up: {source}")]
     Sentinel {
         target: String,

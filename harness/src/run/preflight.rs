@@ -73,6 +73,7 @@ pub(super) fn refuse(opts: &RunOptions, say: &Say) -> Result<(), RunError> {
     if opts.scenario.redis != RedisTopology::Single && !matches!(opts.topology, Topology::Local) {
         return Err(RunError::SentinelNotLocal);
     }
+    refuse_short_failover(&opts.scenario, opts.duration_scale)?;
     match &opts.topology {
         Topology::Attached(deployment) => refuse_attached(opts, deployment, say),
         Topology::Local => {
@@ -82,6 +83,23 @@ pub(super) fn refuse(opts: &RunOptions, say: &Say) -> Result<(), RunError> {
         }
         Topology::Docker => docker_refusal(&opts.scenario).map_or(Ok(()), Err),
     }
+}
+
+/// Refuses a failover phase, as this run would play it, too short for the sentinels to promote
+/// the replica.
+fn refuse_short_failover(scenario: &Scenario, scale: f64) -> Result<(), RunError> {
+    let min = crate::infra::sentinel::MIN_FAILOVER_PHASE;
+    let short = scenario
+        .phases
+        .iter()
+        .find(|p| p.length() < min && p.faults.iter().any(|f| matches!(f, Fault::Failover { .. })));
+    let Some(phase) = short else { return Ok(()) };
+    Err(RunError::FailoverTooShort {
+        phase: phase.name.clone(),
+        length_s: phase.length().as_secs_f64(),
+        min_s: min.as_secs(),
+        scale: (scale != 1.0).then_some(scale),
+    })
 }
 
 /// Refuses results that could not be written, naming the folder as given: `--out`, or the
@@ -169,6 +187,32 @@ mod tests {
             "{text}"
         );
         assert!(required("sh", "").is_ok());
+    }
+
+    #[test]
+    fn a_failover_phase_scaled_below_what_a_promotion_takes_is_refused_naming_the_scale() {
+        let shipped = Scenario::load(
+            &crate::infra::workspace_root().join("scenarios/sentinel-failover.toml"),
+        )
+        .unwrap();
+        // Its failover phase lasts 20 s: 4 s at a fifth, the shortest accepted.
+        for scale in [1.0, 0.5, 0.2] {
+            assert!(
+                refuse_short_failover(&shipped.scaled(scale), scale).is_ok(),
+                "{scale}"
+            );
+        }
+        let refused = refuse_short_failover(&shipped.scaled(0.1), 0.1).unwrap_err();
+        assert!(
+            matches!(&refused, RunError::FailoverTooShort { phase, min_s: 4, .. } if phase == "fault"),
+            "{refused:?}"
+        );
+        let text = refused.to_string();
+        assert!(
+            text.contains("in 2.0 s at --duration-scale 0.1")
+                && text.contains("a larger --duration-scale"),
+            "{text}"
+        );
     }
 
     fn scenario(faults: &str) -> Scenario {
