@@ -31,6 +31,13 @@ async fn a_killed_primary_is_replaced_by_its_replica_and_only_a_limiter_asking_t
         SCALE,
     )
     .await;
+    // run.json says who was told the sentinels: the manifest's [start.sentinel_env], as run.
+    let told = |target: &str| {
+        let t = r.targets.iter().find(|t| t.name == target).unwrap();
+        t.env["FAILMODE_REDIS_SENTINELS"].clone()
+    };
+    assert_eq!(told("reference"), "{sentinel_addrs}");
+    assert_eq!(told("reference-pinned"), "");
     let said = reports(&r, "reference");
     let promoted = said
         .iter()

@@ -14,6 +14,7 @@ use crate::load::{LoadError, LoadSummary, Role};
 use crate::metrics::Measured;
 use crate::results::folder::RunFolder;
 use crate::results::{self, Event, LoadTotals, PhaseFacts, RunResult, SCHEMA_VERSION, TargetFacts};
+use crate::scenario::RedisTopology;
 use crate::targets::TargetDef;
 
 /// What the load, the timeline and the watch left, for the record.
@@ -194,7 +195,7 @@ fn target_facts(opts: &RunOptions, defs: &[TargetDef], ran: &Ran) -> Vec<TargetF
             env: if attached {
                 Default::default()
             } else {
-                def.env.clone()
+                def.env_as_run(opts.scenario.redis != RedisTopology::Single)
             },
             refuses_with: def.refuses_with,
             limit: def.judged_limit(opts.scenario.limit, opts.scenario.window),

@@ -531,15 +531,24 @@ impl TargetDef {
         )
     }
 
-    /// The environment failmode starts an instance with: the manifest's, with its
-    /// `sentinel_env` on top in a Sentinel topology, placeholders filled.
+    /// The environment as run, placeholders unexpanded: the manifest's, with its
+    /// `sentinel_env` on top when Redis is a Sentinel topology (what run.json records, so a
+    /// reader sees which targets were told the sentinels).
+    pub fn env_as_run(&self, sentinel: bool) -> BTreeMap<String, String> {
+        let mut env = self.env.clone();
+        if sentinel {
+            env.extend(self.sentinel_env.clone());
+        }
+        env
+    }
+
+    /// The environment failmode starts an instance with: [`Self::env_as_run`], placeholders
+    /// filled.
     pub fn env_for(&self, slot: &InstanceSlot<'_>) -> BTreeMap<String, String> {
         let values = slot.values();
-        let sentinel = slot.sentinel.map(|_| &self.sentinel_env);
-        self.env
-            .iter()
-            .chain(sentinel.into_iter().flatten())
-            .map(|(k, v)| (k.clone(), expand(v, &values)))
+        self.env_as_run(slot.sentinel.is_some())
+            .into_iter()
+            .map(|(k, v)| (k, expand(&v, &values)))
             .collect()
     }
 }
