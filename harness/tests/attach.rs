@@ -11,23 +11,14 @@ use failmode::run::world::undo_on;
 use failmode::run::{RunError, RunOptions, run};
 use failmode::scenario::Scenario;
 use support::deployed::{ByHand, by_hand, by_hand_of};
-use support::workspace;
 use tokio_util::sync::CancellationToken;
 
 const SCENARIO: &str = include_str!("fixtures/attach.toml");
 
 fn options(scenario: &str, d: &ByHand, out: &std::path::Path) -> RunOptions {
     RunOptions {
-        root: workspace(),
-        results_root: out.to_owned(),
-        scenario: Scenario::parse(scenario, "attached.toml").unwrap(),
-        duration_scale: 1.0,
-        targets: None,
-        out: Some(out.join("run")),
-        build: true,
         topology: failmode::run::Topology::Attached(d.deployment.clone()),
-        worker: None,
-        live_metrics: None,
+        ..support::run_options(Scenario::parse(scenario, "attached.toml").unwrap(), out)
     }
 }
 

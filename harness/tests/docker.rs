@@ -17,7 +17,7 @@ use std::process::Command;
 use failmode::run::progress::Say;
 use failmode::run::{RunOptions, run};
 use failmode::scenario::Scenario;
-use support::{tenant_in, workspace};
+use support::tenant_in;
 use tokio_util::sync::CancellationToken;
 
 /// Under the targets' 20 ms Redis budget, so every decision waits for it rather than falling
@@ -70,20 +70,15 @@ async fn a_run_in_containers_admits_to_the_limit_and_shows_the_cut_and_the_slow_
     let folder = out.path().join("run");
     let outcome = run(
         RunOptions {
-            root: workspace(),
-            results_root: out.path().to_owned(),
-            scenario: Scenario::parse(
-                &SCENARIO.replace("LATENCY_MS", &LATENCY_MS.to_string()),
-                "docker-world.toml",
-            )
-            .unwrap(),
-            duration_scale: 1.0,
-            targets: None,
-            out: Some(folder.clone()),
-            build: true,
             topology: failmode::run::Topology::Docker,
-            worker: None,
-            live_metrics: None,
+            ..support::run_options(
+                Scenario::parse(
+                    &SCENARIO.replace("LATENCY_MS", &LATENCY_MS.to_string()),
+                    "docker-world.toml",
+                )
+                .unwrap(),
+                out.path(),
+            )
         },
         CancellationToken::new(),
         &Say::default(),

@@ -263,17 +263,9 @@ async fn run_with(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDi
     let out = tempfile::tempdir().unwrap();
     let outcome = run(
         RunOptions {
-            root: workspace(),
-            results_root: out.path().to_owned(),
-            scenario: scenario(targets, fault),
-            duration_scale: 1.0,
-            targets: None,
-            out: Some(out.path().join("run")),
             // Built just above, one build at a time.
             build: false,
-            topology: failmode::run::Topology::Local,
-            worker: None,
-            live_metrics: None,
+            ..support::run_options(scenario(targets, fault), out.path())
         },
         CancellationToken::new(),
         &Say::default(),

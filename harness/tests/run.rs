@@ -17,9 +17,7 @@ use support::stub::{
     children_logging_under, start_long_stub_run, stub_scenario_text, stub_workspace,
     wait_until_a_tenant_is_served,
 };
-use support::{
-    failmode, file_schema_errors, fixture_path, output_text, schema_errors, tenant_in, workspace,
-};
+use support::{failmode, file_schema_errors, fixture_path, output_text, schema_errors, tenant_in};
 use tokio_util::sync::CancellationToken;
 
 const OUTAGE: &str = include_str!("fixtures/outage.toml");
@@ -29,18 +27,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
     let out = tempfile::tempdir().unwrap();
     let scenario = Scenario::parse(OUTAGE, "test-outage").unwrap();
     let outcome = run(
-        RunOptions {
-            root: workspace(),
-            results_root: out.path().to_owned(),
-            scenario,
-            duration_scale: 1.0,
-            targets: None,
-            out: Some(out.path().join("run")),
-            build: true,
-            topology: failmode::run::Topology::Local,
-            worker: None,
-            live_metrics: None,
-        },
+        support::run_options(scenario, out.path()),
         CancellationToken::new(),
         &Say::default(),
     )
@@ -347,14 +334,9 @@ fn stub_options(ws: &Path) -> RunOptions {
     RunOptions {
         root: ws.to_owned(),
         results_root: ws.join("results"),
-        scenario: stub_scenario(),
-        duration_scale: 1.0,
-        targets: None,
         out: None,
         build: false,
-        topology: failmode::run::Topology::Local,
-        worker: None,
-        live_metrics: None,
+        ..support::run_options(stub_scenario(), ws)
     }
 }
 
@@ -456,16 +438,8 @@ async fn targets_run_in_batches_join_into_one_results_folder_that_reads_as_one_r
     let folder = out.path().join("joined");
     let outcome = failmode::run::run_in_batches(
         RunOptions {
-            root: workspace(),
-            results_root: out.path().to_owned(),
-            scenario: Scenario::parse(text, "test-batches").unwrap(),
-            duration_scale: 1.0,
-            targets: None,
             out: Some(folder.clone()),
-            build: true,
-            topology: failmode::run::Topology::Local,
-            worker: None,
-            live_metrics: None,
+            ..support::run_options(Scenario::parse(text, "test-batches").unwrap(), out.path())
         },
         2,
         CancellationToken::new(),

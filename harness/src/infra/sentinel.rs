@@ -142,7 +142,9 @@ impl Sentinels {
         sentinel(self.addrs[0], "FAILOVER").await
     }
 
-    /// The primary's address as the sentinels hand it out now.
+    /// The primary's address as the sentinels hand it out now: the first sentinel's word, as a
+    /// client asks them in order (ioredis, redis-rs, go-redis). The leader of a failover may
+    /// know a second or two before the first one hears of it; the time a client sees is this.
     pub async fn primary(&self) -> Result<SocketAddr, RedisCommandError> {
         let addr = self.addrs[0];
         let (host, port): (String, u16) = sentinel(addr, "GET-MASTER-ADDR-BY-NAME").await?;

@@ -25,6 +25,24 @@ use failmode::metrics::Counts;
 use failmode::results::fixture;
 use failmode::results::read::{SERIES_HEADER, SeriesRow};
 use failmode::results::{LoadTotals, Percentiles, RunResult, TenantResult};
+use failmode::run::RunOptions;
+
+/// A local run of `scenario` from the workspace at full length, built first, its results in
+/// `out/run`: what the in-process runs share; each test changes what it needs.
+pub(crate) fn run_options(scenario: failmode::scenario::Scenario, out: &Path) -> RunOptions {
+    RunOptions {
+        root: workspace(),
+        results_root: out.to_owned(),
+        scenario,
+        duration_scale: 1.0,
+        targets: None,
+        out: Some(out.join("run")),
+        build: true,
+        topology: failmode::run::Topology::Local,
+        worker: None,
+        live_metrics: None,
+    }
+}
 
 pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -9,7 +9,7 @@ use failmode::run::{RunOptions, run};
 use failmode::scenario::Scenario;
 use tokio_util::sync::CancellationToken;
 
-use super::workspace;
+use super::{run_options, workspace};
 
 static ONE_RUN_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -25,16 +25,9 @@ pub(crate) async fn run_at(
     let folder = out.path().join("run");
     let outcome = run(
         RunOptions {
-            root: workspace(),
-            results_root: out.path().to_owned(),
-            scenario: scenario.scaled(scale),
             duration_scale: scale,
             targets: Some(targets.iter().map(|t| (*t).to_owned()).collect()),
-            out: Some(folder.clone()),
-            build: true,
-            topology: failmode::run::Topology::Local,
-            worker: None,
-            live_metrics: None,
+            ..run_options(scenario.scaled(scale), out.path())
         },
         CancellationToken::new(),
         &Say::default(),
