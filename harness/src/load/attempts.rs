@@ -69,14 +69,12 @@ impl Attempts {
                 &mut sent.new_connections,
             )
             .await;
-            if outcome == Outcome::Admitted
-                && let Some(throttle) = &self.throttle
-            {
+            if let Some(throttle) = &self.throttle {
                 let now = Instant::now().saturating_duration_since(self.start);
                 throttle
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .accept(now);
+                    .answered(now, outcome == Outcome::Admitted);
             }
             let Some(retrying) = self.retrying.as_mut() else {
                 return outcome;

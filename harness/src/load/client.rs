@@ -55,7 +55,9 @@ pub enum Client {
     /// Google SRE's adaptive client throttling: each request is refused by the client itself
     /// with probability max(0, (requests − k × accepts) / (requests + 1)) over the last
     /// `window`, where requests counts every request the application made (those refused
-    /// locally too) and accepts those the server admitted (2xx). Never retries.
+    /// locally too) and accepts those the server admitted (2xx), each once its fate is known:
+    /// a request still in flight counts for neither, as in grpc-go's throttler, so slow
+    /// answers alone never make the client refuse. Never retries.
     AdaptiveThrottling {
         #[serde(default = "default_k")]
         k: f64,
@@ -238,14 +240,17 @@ impl Throttle {
         ((requests as f64 - self.k * accepts as f64) / (requests as f64 + 1.0)).max(0.0)
     }
 
-    /// A request the application made (sent or refused locally).
-    pub fn request(&mut self, now: Duration) {
+    /// A request the client refused itself.
+    pub fn refused_locally(&mut self, now: Duration) {
         self.slot(now).1 += 1;
     }
 
-    /// A request the server admitted.
-    pub fn accept(&mut self, now: Duration) {
-        self.slot(now).2 += 1;
+    /// A request sent, now that its fate is known: `admitted` by the server (2xx), or not
+    /// (refused, failed, timed out).
+    pub fn answered(&mut self, now: Duration, admitted: bool) {
+        let slot = self.slot(now);
+        slot.1 += 1;
+        slot.2 += u64::from(admitted);
     }
 }
 
@@ -341,8 +346,7 @@ mod tests {
         let at = |ms: u64| Duration::from_millis(ms);
         for i in 0..100 {
             assert_eq!(t.reject_probability(at(i * 10)), 0.0);
-            t.request(at(i * 10));
-            t.accept(at(i * 10));
+            t.answered(at(i * 10), true);
         }
         // The server now refuses everything: once requests pass twice the accepts, the
         // client starts refusing, and the chance climbs towards 1.
@@ -351,7 +355,7 @@ mod tests {
             let p = t.reject_probability(at(i * 10));
             assert!(p >= last - 1e-12);
             last = p;
-            t.request(at(i * 10));
+            t.answered(at(i * 10), false);
         }
         assert!((last - (1000.0 - 200.0) / 1000.0).abs() < 0.01, "{last}");
     }
@@ -360,7 +364,7 @@ mod tests {
     fn the_throttle_forgets_what_is_older_than_its_window() {
         let mut t = Throttle::new(2.0, Duration::from_secs(10));
         for _ in 0..100 {
-            t.request(Duration::from_secs(1));
+            t.refused_locally(Duration::from_secs(1));
         }
         assert!(t.reject_probability(Duration::from_secs(10)) > 0.9);
         assert_eq!(t.reject_probability(Duration::from_secs(11)), 0.0);
@@ -387,10 +391,7 @@ mod tests {
             let accepts = (requests as f64 * accepted_share) as u64;
             let mut t = Throttle::new(k, Duration::from_secs(120));
             for i in 0..requests {
-                t.request(Duration::from_millis(i));
-                if i < accepts {
-                    t.accept(Duration::from_millis(i));
-                }
+                t.answered(Duration::from_millis(i), i < accepts);
             }
             let p = t.reject_probability(Duration::from_millis(requests));
             let book = ((requests as f64 - k * accepts as f64) / (requests as f64 + 1.0)).max(0.0);

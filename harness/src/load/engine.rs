@@ -512,8 +512,8 @@ impl Load {
         if let Some(throttle) = &stream.throttle {
             let mut throttle = throttle.lock().unwrap_or_else(|e| e.into_inner());
             let refuse = throttle.reject_probability(offset);
-            throttle.request(offset);
             if refuse > 0.0 && stream.rng.random::<f64>() < refuse {
+                throttle.refused_locally(offset);
                 self.summary.throttled += 1;
                 self.recorder.record(&unsent(Outcome::Throttled));
                 return;
