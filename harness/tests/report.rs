@@ -271,8 +271,9 @@ const CROWD: [&str; 24] = [
     "retry-then-deny",
 ];
 
-/// [`CROWD`] under the outage, at its worst tenant: half in the best corner, three refusing
-/// everything, the rest spread over the map, several of those on one spot too.
+/// [`CROWD`] under the outage, at its worst tenant: twenty in the best corner (more names
+/// than the chart's height holds, so they go to the key under the map), two refusing
+/// everything, the rest spread over the map.
 fn crowded_run() -> failmode::results::RunResult {
     let two = run(Some("outage"));
     let mut crowd = two.clone();
@@ -284,9 +285,8 @@ fn crowded_run() -> failmode::results::RunResult {
             t.name = (*name).to_owned();
             let outage = t.phases.iter_mut().find(|p| p.name == "outage").unwrap();
             let (over, denied) = match i {
-                0..12 => (0.0, 0.0),
-                12..15 => (0.0, 1.0),
-                15..18 => (0.25, 0.1),
+                0..20 => (0.0, 0.0),
+                20..22 => (0.0, 1.0),
                 _ => (0.1 * i as f64, 0.02 * (i % 5) as f64),
             };
             for tenant in &mut outage.tenants {
@@ -308,6 +308,12 @@ fn the_report_reads_at_1400_px_with_nothing_cut_scrolled_or_covered_even_with_tw
         // The map, the heaviest tenant's timeline, then three plots per target.
         assert_eq!(titles.len(), 2 + 3 * run.targets.len(), "{titles:?}");
         assert!(titles[0].starts_with("outage"), "{titles:?}");
+        if run.targets.len() == CROWD.len() {
+            assert!(
+                html.contains("at 0.0 %, 0.0 %: "),
+                "the twenty in the best corner are listed in the key under the map"
+            );
+        }
         for target in &run.targets {
             assert!(
                 html.contains(&format!("{} · p99", target.name)),

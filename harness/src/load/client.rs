@@ -54,10 +54,10 @@ pub enum Client {
     },
     /// Google SRE's adaptive client throttling: each request is refused by the client itself
     /// with probability max(0, (requests − k × accepts) / (requests + 1)) over the last
-    /// `window`, where requests counts every request the application made (those refused
-    /// locally too) and accepts those the server admitted (2xx), each once its fate is known:
-    /// a request still in flight counts for neither, as in grpc-go's throttler, so slow
-    /// answers alone never make the client refuse. Never retries.
+    /// `window`, where requests counts the requests answered and those refused locally, and
+    /// accepts those the server admitted (2xx): a request counts once its fate is known, as in
+    /// grpc-go's throttler, so one still in flight counts for neither and slow answers alone
+    /// never make the client refuse. Never retries.
     AdaptiveThrottling {
         #[serde(default = "default_k")]
         k: f64,

@@ -3,6 +3,7 @@
 //! window, a box scrolls its content, a picture's text spills outside it or covers other text.
 //! The checks are on what the browser laid out, in its fonts, not on the HTML.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -77,7 +78,7 @@ fn measure(html: &str) -> Value {
         None => format!("{html}{MEASURE}"),
     };
     std::fs::write(&page, with_script).unwrap();
-    let dom = render(&page, &dir.path().join("profile"));
+    let dom = render(&page, dir.path());
     let title = dom
         .split_once("<title>")
         .and_then(|(_, rest)| rest.split_once("</title>"))
@@ -89,38 +90,61 @@ fn measure(html: &str) -> Value {
     serde_json::from_slice(&json).unwrap()
 }
 
-/// Chromium's DOM of `page` after its scripts ran; its own profile folder, so tests running
-/// at once do not share one.
-fn render(page: &Path, profile: &Path) -> String {
+/// Chromium's DOM of `page` after its scripts ran. Chromium gets its own profile folder (tests
+/// running at once do not share one) and its own process group, which is ended whole when it
+/// is done or late, so no renderer outlives the test; its output goes to files, which no
+/// leftover child can hold open as it could a pipe.
+fn render(page: &Path, dir: &Path) -> String {
+    let (out, err) = (dir.join("dom.html"), dir.join("chromium.log"));
     let mut child = Command::new(chromium())
         .args([
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
+            "--disable-dev-shm-usage",
             "--no-first-run",
-            &format!("--user-data-dir={}", profile.display()),
+            &format!("--user-data-dir={}", dir.join("profile").display()),
             &format!("--window-size={WINDOW_PX},1000"),
             "--dump-dom",
         ])
         .arg(format!("file://{}", page.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .process_group(0)
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap());
     let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
         if Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!(
-                "Chromium did not finish rendering {} in 60 s",
-                page.display()
-            );
+            break None;
         }
         std::thread::sleep(Duration::from_millis(50));
+    };
+    // The whole group, by its id (the leader's pid): `kill` rather than a signal call of our
+    // own, which would need `unsafe`.
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .stderr(Stdio::null())
+        .status();
+    let _ = child.wait();
+    let log = || std::fs::read_to_string(&err).unwrap_or_default();
+    match status {
+        Some(s) if s.success() => std::fs::read_to_string(&out).unwrap(),
+        Some(s) => panic!(
+            "Chromium exited {s} rendering {}: {}",
+            page.display(),
+            log()
+        ),
+        None => panic!(
+            "Chromium did not finish rendering {} in 60 s: {}",
+            page.display(),
+            log()
+        ),
     }
-    reader.join().unwrap()
 }
 
 /// Asserts that `html`, rendered in a [`WINDOW_PX`] window, neither scrolls sideways nor hides

@@ -1,8 +1,8 @@
 //! Where a trade-off map's labels go. Markers on one spot share one block of labels; each
 //! block takes the nearest free place beside its spot (a line leads to it when it had to move);
-//! a block that finds no free place is listed in a key under the chart. So no label covers
-//! another, however many targets a run has or however many of them land on one spot (a dozen
-//! peers in the best corner is the common case).
+//! a block that finds no free place is listed in a key under the chart, wrapped between names.
+//! So no label covers another or a marker, however many targets a run has or however many of
+//! them land on one spot (a dozen peers in the best corner is the common case).
 
 use super::style::text_width;
 
@@ -12,7 +12,7 @@ pub(super) const LABEL_PX: f64 = 13.0;
 pub(super) const LABEL_ROW: i32 = 17;
 /// Markers whose centres are this close (px, on both axes) are drawn as nested rings on one
 /// spot and labelled together.
-pub(super) const SAME_SPOT_PX: i32 = 8;
+const SAME_SPOT_PX: i32 = 8;
 /// Room for the coloured square before each name in a block of several.
 pub(super) const SWATCH_PX: i32 = 14;
 /// Gap between a spot's outer ring and its block.
@@ -26,14 +26,21 @@ const LEFT_PENALTY_PX: i32 = 12;
 /// A box in px: left, top, right, bottom.
 pub(super) type Rect = (i32, i32, i32, i32);
 
-pub(super) fn overlaps(a: Rect, b: Rect) -> bool {
+fn overlaps(a: Rect, b: Rect) -> bool {
     a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
 }
 
-/// The radius of a marker with `above` other markers drawn over it on its spot: larger, so
-/// markers on one spot show as nested rings instead of the last one hiding the others.
-pub(super) fn ring_radius(above: usize) -> i32 {
+/// The radius of a marker with `above` other markers drawn over it on its spot.
+fn ring_radius(above: usize) -> i32 {
     6 + 3 * above.min(3) as i32
+}
+
+/// A marker's ring: its centre and radius.
+pub(super) type Ring = ((i32, i32), i32);
+
+/// The box a ring covers, which no label may cover.
+pub(super) fn ring_box(((x, y), r): Ring) -> Rect {
+    (x - r, y - r, x + r, y + r)
 }
 
 /// Markers on (nearly) one spot: the indices of their points, in the order drawn.
@@ -41,39 +48,41 @@ pub(super) fn ring_radius(above: usize) -> i32 {
 pub(super) struct Spot {
     pub(super) at: (i32, i32),
     pub(super) members: Vec<usize>,
-}
-
-impl Spot {
-    /// Its outermost ring's radius.
-    pub(super) fn radius(&self) -> i32 {
-        ring_radius(self.members.len() - 1)
-    }
-
-    /// The box its rings cover, which no label may cover.
-    pub(super) fn rings(&self) -> Rect {
-        let (x, y, r) = (self.at.0, self.at.1, self.radius());
-        (x - r, y - r, x + r, y + r)
-    }
+    /// How far from `at` its members' rings reach, on either axis.
+    pub(super) reach: i32,
 }
 
 fn near(a: (i32, i32), b: (i32, i32)) -> bool {
     (a.0 - b.0).abs() <= SAME_SPOT_PX && (a.1 - b.1).abs() <= SAME_SPOT_PX
 }
 
-/// Whether another marker drawn later covers the one at `i` (so its ring is drawn larger).
-pub(super) fn markers_above(at: &[(i32, i32)], i: usize) -> usize {
-    at[i + 1..].iter().filter(|q| near(at[i], **q)).count()
+/// The rings of markers centred at `at`, in the order drawn: a marker with others drawn over
+/// it on its spot is larger, so markers on one spot show as nested rings instead of the last
+/// one hiding the others.
+pub(super) fn rings(at: &[(i32, i32)]) -> Vec<Ring> {
+    at.iter()
+        .enumerate()
+        .map(|(i, px)| {
+            let above = at[i + 1..].iter().filter(|q| near(*px, **q)).count();
+            (*px, ring_radius(above))
+        })
+        .collect()
 }
 
-/// The markers at `at` grouped by spot: each joins the first spot near its centre.
-pub(super) fn spots(at: &[(i32, i32)]) -> Vec<Spot> {
+/// The markers' `rings` grouped by spot: each joins the first spot near its centre.
+pub(super) fn spots(rings: &[Ring]) -> Vec<Spot> {
     let mut out: Vec<Spot> = Vec::new();
-    for (i, px) in at.iter().enumerate() {
-        match out.iter_mut().find(|s| near(s.at, *px)) {
-            Some(spot) => spot.members.push(i),
+    for (i, &(px, r)) in rings.iter().enumerate() {
+        let reach_from = |at: (i32, i32)| (px.0 - at.0).abs().max((px.1 - at.1).abs()) + r;
+        match out.iter_mut().find(|s| near(s.at, px)) {
+            Some(spot) => {
+                spot.reach = spot.reach.max(reach_from(spot.at));
+                spot.members.push(i);
+            }
             None => out.push(Spot {
-                at: *px,
+                at: px,
                 members: vec![i],
+                reach: r,
             }),
         }
     }
@@ -98,9 +107,10 @@ pub(super) struct Placed {
     pub(super) moved: bool,
 }
 
-/// The nearest free place for a block of `(w, h)` beside `spot`: centred on its row right of
-/// it, else left of it, else a half row up or down at a time and a step further out at a
-/// time; inside `chart`, overlapping nothing in `taken`. None when there is no such place.
+/// The nearest free place for a block of `(w, h)` beside `spot`, inside `chart` and
+/// overlapping nothing in `taken`: the place that moves it least, counting a half row up or
+/// down as its px, a step further out as twice its px, and the spot's left side as a few px
+/// more than its right. None when there is no such place.
 pub(super) fn place(
     (w, h): (i32, i32),
     spot: &Spot,
@@ -108,7 +118,7 @@ pub(super) fn place(
     taken: &[Rect],
 ) -> Option<Placed> {
     let (x, y) = spot.at;
-    let reach = spot.radius() + GAP_PX;
+    let reach = spot.reach + GAP_PX;
     let half_rows = (chart.3 - chart.1) / (LABEL_ROW / 2) + 1;
     let mut best: Option<(i32, Placed)> = None;
     for step in 0..STEPS {
@@ -140,16 +150,23 @@ pub(super) fn place(
     best.map(|(_, p)| p)
 }
 
-/// `entries` laid out in rows of at most `width` px, separated by "; ".
-pub(super) fn key_rows(entries: &[String], width: f64) -> Vec<String> {
+/// `entries` (each its parts, the first saying where) laid out in rows of at most `width`
+/// px: entries separated by "; ", an entry's parts by ", ", a row broken only between parts
+/// (so a spot of two dozen names takes several rows, never one row wider than the picture).
+pub(super) fn key_rows(entries: &[Vec<String>], width: f64) -> Vec<String> {
     let mut rows: Vec<String> = Vec::new();
     for entry in entries {
-        match rows.last_mut() {
-            Some(row) if text_width(&format!("{row}; {entry}"), LABEL_PX) <= width => {
-                row.push_str("; ");
-                row.push_str(entry);
+        for (i, part) in entry.iter().enumerate() {
+            let sep = if i == 0 { "; " } else { ", " };
+            match rows.last_mut() {
+                Some(row) if text_width(&format!("{row}{sep}{part}"), LABEL_PX) <= width => {
+                    row.push_str(sep);
+                    row.push_str(part);
+                }
+                // A part carried onto a new row starts with an ellipsis: the entry goes on.
+                _ if i > 0 => rows.push(format!("… {part}")),
+                _ => rows.push(part.clone()),
             }
-            _ => rows.push(entry.clone()),
         }
     }
     rows
@@ -165,18 +182,23 @@ mod tests {
         Spot {
             at,
             members: (0..n).collect(),
+            reach: ring_radius(n - 1),
         }
     }
 
     #[test]
     fn markers_within_a_few_pixels_share_a_spot_and_others_do_not() {
         let at = [(100, 100), (104, 97), (100, 120), (92, 108)];
-        let s = spots(&at);
+        let r = rings(&at);
+        // The first has two near it drawn over it; the last, none.
+        assert_eq!(r[0].1, ring_radius(2));
+        assert_eq!(r[3].1, ring_radius(0));
+        let s = spots(&r);
         assert_eq!(s.len(), 2, "{s:?}");
         assert_eq!(s[0].members, vec![0, 1, 3]);
         assert_eq!(s[1].members, vec![2]);
-        assert_eq!(markers_above(&at, 0), 2);
-        assert_eq!(s[0].radius(), ring_radius(2));
+        // Its reach covers the ring 8 px away, not only the first one's.
+        assert_eq!(s[0].reach, 8 + ring_radius(0));
     }
 
     #[test]
@@ -188,7 +210,7 @@ mod tests {
             (p.rect.1 + p.rect.3 - 400).abs() <= 1,
             "centred on the marker's row"
         );
-        assert!(p.rect.0 > 100 + s.radius());
+        assert!(p.rect.0 > 100 + s.reach);
     }
 
     #[test]
@@ -219,19 +241,20 @@ mod tests {
 
     #[test]
     fn many_blocks_on_one_crowded_corner_never_overlap_each_other_or_the_rings() {
-        let spots: Vec<Spot> = (0..30)
-            .map(|i| spot((20 + i % 3, 380 - i % 4), 1))
+        let at: Vec<(i32, i32)> = (0..30)
+            .map(|i| (20 + i % 3 * 20, 380 - i % 4 * 20))
             .collect();
-        let mut taken: Vec<Rect> = spots.iter().map(Spot::rings).collect();
+        let r = rings(&at);
+        let mut taken: Vec<Rect> = r.iter().copied().map(ring_box).collect();
         let mut placed = 0;
-        for s in &spots {
-            if let Some(p) = place((180, LABEL_ROW), s, CHART, &taken) {
+        for s in &spots(&r) {
+            if let Some(p) = place((180, LABEL_ROW * s.members.len() as i32), s, CHART, &taken) {
                 assert!(!taken.iter().any(|t| overlaps(p.rect, *t)));
                 taken.push(p.rect);
                 placed += 1;
             }
         }
-        assert!(placed >= 20, "{placed} placed");
+        assert!(placed >= 8, "{placed} placed");
     }
 
     #[test]
@@ -251,7 +274,7 @@ mod tests {
 
     #[test]
     fn key_entries_wrap_into_rows_of_the_width_given() {
-        let entries: Vec<String> = (0..6).map(|i| format!("entry number {i}")).collect();
+        let entries: Vec<Vec<String>> = (0..6).map(|i| vec![format!("entry number {i}")]).collect();
         let rows = key_rows(
             &entries,
             text_width("entry number 0; entry number 1", LABEL_PX),
@@ -259,5 +282,21 @@ mod tests {
         assert_eq!(rows.len(), 3, "{rows:?}");
         assert_eq!(rows[0], "entry number 0; entry number 1");
         assert!(key_rows(&[], 100.0).is_empty());
+    }
+
+    #[test]
+    fn a_spot_of_two_dozen_names_wraps_between_names_never_wider_than_the_row() {
+        let mut entry = vec!["at 0.0 %, 0.0 %: first-target · p99 1.0 ms".to_owned()];
+        entry.extend((1..25).map(|i| format!("target-number-{i} · p99 1{i}.0 ms")));
+        let width = 800.0;
+        let rows = key_rows(&[entry], width);
+        assert!(rows.len() > 3, "{rows:?}");
+        for row in &rows {
+            assert!(text_width(row, LABEL_PX) <= width, "{row}");
+        }
+        assert!(rows[0].starts_with("at 0.0 %, 0.0 %: first-target"));
+        assert!(rows[1].starts_with("… target-number-"), "{rows:?}");
+        let names = rows.join(" ").matches(" · p99 ").count();
+        assert_eq!(names, 25, "every name listed once");
     }
 }

@@ -8,7 +8,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::axes::{Ticked, YAxis, tick_label};
 use super::canvas::{PlotError, house_mesh};
 use super::labels::{self, LABEL_PX, LABEL_ROW, Rect};
-use super::style::{GREEN, LEGEND_ROW, MUTED, PALETTE, TITLE_ROW, WIDTH, font, text_width};
+use super::style::{GREEN, LEGEND_ROW, MUTED, PALETTE, TITLE_ROW, WIDTH, bold_width, font};
 use crate::results::PhaseResult;
 
 /// Height of the chart area, axes included.
@@ -101,11 +101,10 @@ type Root<'b> = DrawingArea<SVGBackend<'b>, plotters::coord::Shift>;
 
 pub(super) fn draw(map: &TradeOff<'_>, axes: &MapAxes) -> Result<String, PlotError> {
     let missing = map.not_measured();
-    // The key's rows are known only once the labels are placed, and they take room from the
-    // chart, which moves the markers: draw again with the rows the last try needed. Each row
-    // holds several spots, so this settles in a try or two.
-    let (mut key_rows, mut tries) = (0, 0);
-    loop {
+    // The key's rows are known once the labels are placed; the rows under the chart add to
+    // the picture's height, not take from the chart, so the markers and labels stay where
+    // they are: the first pass counts the rows, the second draws with them.
+    let draw_with = |key_rows: usize| -> Result<(String, usize), PlotError> {
         let mut svg = String::new();
         let needed = {
             let height = height_with(&missing, key_rows);
@@ -114,12 +113,13 @@ pub(super) fn draw(map: &TradeOff<'_>, axes: &MapAxes) -> Result<String, PlotErr
             root.present()?;
             needed
         };
-        tries += 1;
-        if needed <= key_rows || tries == 6 {
-            return Ok(svg);
-        }
-        key_rows = needed;
+        Ok((svg, needed))
+    };
+    let (svg, needed) = draw_with(0)?;
+    if needed == 0 {
+        return Ok(svg);
     }
+    Ok(draw_with(needed)?.0)
 }
 
 fn height_with(missing: &[String], key_rows: usize) -> u32 {
@@ -183,14 +183,15 @@ fn draw_on(
         .collect();
     let at: Vec<(i32, i32)> = drawn.iter().map(|(_, px)| *px).collect();
     let corner = best_corner(root, to_px((0.0, 0.0)))?;
-    for (i, (pt, px)) in drawn.iter().enumerate() {
-        let r = labels::ring_radius(labels::markers_above(&at, i));
-        root.draw(&Circle::new(*px, r, colour(pt).filled()))?;
-        root.draw(&Circle::new(*px, r, WHITE.stroke_width(1)))?;
+    let rings = labels::rings(&at);
+    for ((pt, _), &(px, r)) in drawn.iter().zip(&rings) {
+        root.draw(&Circle::new(px, r, colour(pt).filled()))?;
+        root.draw(&Circle::new(px, r, WHITE.stroke_width(1)))?;
     }
-    let spots = labels::spots(&at);
-    let mut taken = vec![corner];
-    taken.extend(spots.iter().map(labels::Spot::rings));
+    let spots = labels::spots(&rings);
+    // No label on a marker, on the best corner's ring or on its name.
+    let mut taken = corner.to_vec();
+    taken.extend(rings.iter().copied().map(labels::ring_box));
     // The biggest blocks first, while the room near their spots is free.
     let mut by_size: Vec<&labels::Spot> = spots.iter().collect();
     by_size.sort_by_key(|s| std::cmp::Reverse(s.members.len()));
@@ -234,8 +235,7 @@ fn draw_on(
 fn title(p: &PhaseResult) -> String {
     let what = "over-admission against wrongful denial, every target";
     let long = format!("{} ({}): {what}", p.name, p.faults.join(", "));
-    // A bold title is about a tenth wider than the labels' estimate.
-    if text_width(&long, 16.0) * 1.1 <= f64::from(WIDTH) - 24.0 {
+    if bold_width(&long, 16.0) <= f64::from(WIDTH) - 24.0 {
         long
     } else {
         format!("{}: {what}", p.name)
@@ -246,16 +246,19 @@ fn colour(pt: &MapPoint) -> RGBColor {
     PALETTE[pt.index % PALETTE.len()]
 }
 
-/// A spot's line in the key, for a block that found no room beside it: where, and who.
-fn key_entry(members: &[&MapPoint]) -> String {
+/// A spot's entry in the key, for a block that found no room beside it: where, then who, one
+/// part per name (the key breaks its rows between them).
+fn key_entry(members: &[&MapPoint]) -> Vec<String> {
     let (x, y) = members[0].at().unwrap_or_default();
-    let who: Vec<String> = members.iter().map(|pt| pt.label()).collect();
-    format!("at {x:.1} %, {y:.1} %: {}", who.join(", "))
+    let mut parts: Vec<String> = members.iter().map(|pt| pt.label()).collect();
+    parts[0] = format!("at {x:.1} %, {y:.1} %: {}", parts[0]);
+    parts
 }
 
-/// A ring around (0, 0) and its name above it; returns the name's box, which labels avoid.
-fn best_corner(root: &Root<'_>, (x, y): (i32, i32)) -> Result<Rect, PlotError> {
-    root.draw(&Circle::new((x, y), 16, GREEN.stroke_width(2)))?;
+/// A ring around (0, 0) and its name above it; returns the boxes of both, which labels avoid.
+fn best_corner(root: &Root<'_>, (x, y): (i32, i32)) -> Result<[Rect; 2], PlotError> {
+    const RING: i32 = 16;
+    root.draw(&Circle::new((x, y), RING, GREEN.stroke_width(2)))?;
     let text = "best corner";
     root.draw(&Text::new(
         text,
@@ -265,8 +268,11 @@ fn best_corner(root: &Root<'_>, (x, y): (i32, i32)) -> Result<Rect, PlotError> {
             .color(&GREEN)
             .pos(Pos::new(HPos::Left, VPos::Bottom)),
     ))?;
-    let w = (text_width(text, LABEL_PX) * 1.1) as i32;
-    Ok((x + 14, y - 20 - LABEL_ROW, x + 14 + w, y - 20))
+    let w = bold_width(text, LABEL_PX) as i32;
+    Ok([
+        labels::ring_box(((x, y), RING)),
+        (x + 14, y - 20 - LABEL_ROW, x + 14 + w, y - 20),
+    ])
 }
 
 /// A spot's labels in their box, one line each (with a square of its marker's colour when
