@@ -24,6 +24,7 @@ const OUTAGE: &str = include_str!("fixtures/outage.toml");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_the_reference() {
+    let _alone = support::shipped::ONE_RUN_AT_A_TIME.lock().await;
     let out = tempfile::tempdir().unwrap();
     let scenario = Scenario::parse(OUTAGE, "test-outage").unwrap();
     let outcome = run(
@@ -433,6 +434,7 @@ fn ctrl_c_mid_run_reaps_the_children_and_writes_partial_results() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn targets_run_in_batches_join_into_one_results_folder_that_reads_as_one_run() {
+    let _alone = support::shipped::ONE_RUN_AT_A_TIME.lock().await;
     let out = tempfile::tempdir().unwrap();
     let text = include_str!("fixtures/batches.toml");
     let folder = out.path().join("joined");

@@ -11,7 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{run_options, workspace};
 
-static ONE_RUN_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Held by each run of real targets in a test binary: two at once on 2 cores starve both (a
+/// CI run of run.rs's seed-000 test beside its batches test: send lag p99 48 ms, fail-closed
+/// past its 20 ms budget with Redis healthy).
+pub(crate) static ONE_RUN_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// `scenarios/<name>.toml` at `scale` on `targets`: its result, whole, and its series.
 pub(crate) async fn run_at(
