@@ -11,6 +11,7 @@
 pub mod backend;
 #[cfg(feature = "docker")]
 pub mod containers;
+mod error;
 pub mod guard;
 pub mod images;
 pub mod process;
@@ -24,7 +25,8 @@ pub mod toxiproxy;
 pub mod toxiproxy_server;
 
 pub use backend::{DockerNotBuilt, Infra};
-pub use process::{ChildProcess, InfraError, LogExcerpt, free_port, wait_for_tcp};
+pub use error::{InfraError, LogExcerpt, describe_status};
+pub use process::{ChildProcess, free_port, wait_for_tcp};
 pub use programs::{
     checkout_above, install_hint, is_checkout, is_executable, locate, tools_bin, workspace_root,
 };

@@ -13,7 +13,8 @@ use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use super::process::{ChildProcess, InfraError, free_port, wait_until};
+use super::InfraError;
+use super::process::{ChildProcess, free_port, wait_until};
 
 /// Ports to try before giving up: another process may take a probed port before we bind it.
 const START_ATTEMPTS: usize = 5;

@@ -8,7 +8,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::process::{ChildProcess, InfraError, free_port, wait_for_tcp};
+use super::InfraError;
+use super::process::{ChildProcess, free_port, wait_for_tcp};
 use super::redis_errors::{replica_of, until_replication};
 use super::redis_native::{RedisCommandError, config_set, connect, run};
 

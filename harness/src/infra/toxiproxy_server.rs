@@ -6,7 +6,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
-use super::process::{ChildProcess, InfraError, free_port, wait_until};
+use super::InfraError;
+use super::process::{ChildProcess, free_port, wait_until};
 use super::programs::{locate, missing_binary};
 
 const PROGRAM: &str = "toxiproxy-server";

@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::since;
 use super::world::World;
-use crate::infra::process::{Exit, describe_status, exit_of, last_lines};
+use crate::infra::describe_status;
+use crate::infra::process::{Exit, exit_of, last_lines};
 use crate::results::Event;
 
 /// How much of a dead child's log its event quotes: enough for gunicorn's or Node's last words.

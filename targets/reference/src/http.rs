@@ -10,8 +10,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
+use crate::decision::Decision;
 use crate::headers;
-use crate::limiter::{Decision, Limiter};
+use crate::limiter::Limiter;
 use crate::metrics::Metrics;
 
 /// The longest caller key accepted; longer ones are refused rather than stored.

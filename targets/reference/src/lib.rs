@@ -6,6 +6,7 @@ pub mod breaker;
 pub mod bucket;
 pub mod callers;
 pub mod config;
+pub mod decision;
 pub mod fallback;
 mod headers;
 pub mod http;

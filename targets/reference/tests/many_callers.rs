@@ -9,7 +9,7 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use failmode_reference::limiter::Decision;
+use failmode_reference::decision::Decision;
 use failmode_reference::share::window_at;
 use support::{Client, RedisServer, metric, reference};
 
