@@ -58,11 +58,16 @@ async fn a_killed_primary_is_replaced_by_its_replica_and_only_a_limiter_asking_t
     println!(
         "{promoted}; local decisions in the fault: reference {following:.2}, pinned {pinned:.2}"
     );
-    // The reference decides locally only until the promotion (and its breaker's probe);
-    // the pinned one for the whole phase, its primary gone.
+    // The reference decides locally until the promotion, then until it has reconnected (a
+    // backoff of at most 250 ms) and the window it reconnected in is over (it keeps to its
+    // turns there: 1 s); the pinned one for the whole phase, its primary gone. A stalled
+    // machine adds a breaker cool-down (1 s) per probe that went past its 20 ms budget; two
+    // are allowed. Measured: local until 0.2 s after the promotion on an idle machine, 0.9 s
+    // with four busy loops on its two cores, 2.35 s in a CI run (4.8 s of 10).
     let phase_s = 20.0 * SCALE;
+    let reconnect_window_and_cooldowns = 0.25 + 1.0 + 2.0 * 1.0;
     assert!(
-        following <= (ms as f64 / 1_000.0 + 1.5) / phase_s,
+        following <= (ms as f64 / 1_000.0 + reconnect_window_and_cooldowns + 0.25) / phase_s,
         "reference: {following:.2} of the fault's decisions local, promoted after {ms} ms"
     );
     assert!(pinned >= 0.9, "reference-pinned: {pinned:.2} local");
