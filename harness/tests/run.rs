@@ -14,7 +14,7 @@ use failmode::run::progress::Say;
 use failmode::run::{RunError, RunOptions, run};
 use failmode::scenario::Scenario;
 use support::stub::{
-    children_logging_under, start_long_stub_run, stub_scenario_text, stub_workspace,
+    children_logging_under, logging_under, start_long_stub_run, stub_scenario_text, stub_workspace,
     wait_until_a_tenant_is_served,
 };
 use support::{failmode, file_schema_errors, fixture_path, output_text, schema_errors, tenant_in};
@@ -404,6 +404,45 @@ async fn an_instance_that_dies_mid_run_is_recorded_and_the_run_goes_on() {
         "{fault:?}"
     );
     assert!(ws.path().join("results/latest/run.json").is_file());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_that_dies_mid_run_is_recorded_and_the_run_goes_on() {
+    let ws = stub_workspace("serve");
+    let text = stub_scenario_text(
+        "[redis]\ntopology = \"sentinel\"\n[[phases]]\nname = \"steady\"\nstart = \"0s\"\nend = \"6s\"\n",
+    );
+    let opts = RunOptions {
+        scenario: Scenario::parse(&text, "sentinel-stub").unwrap(),
+        ..stub_options(ws.path())
+    };
+    let running =
+        tokio::spawn(async move { run(opts, CancellationToken::new(), &Say::default()).await });
+    let root = ws.path().to_owned();
+    let killed = tokio::task::spawn_blocking(move || {
+        wait_until_a_tenant_is_served(&root);
+        let [(pid, _)] = &logging_under("sentinel-stub-1.log")[..] else {
+            panic!("not one sentinel 1: {:?}", logging_under("sentinel-stub"));
+        };
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        *pid
+    })
+    .await
+    .unwrap();
+    let outcome = running.await.unwrap().unwrap();
+    let r = &outcome.result;
+    assert!(!r.partial);
+    let events = &r.targets[0].events;
+    assert!(
+        events.iter().any(|e| e.kind == "child-exited"
+            && e.detail.contains(&format!("sentinel 1 (pid {killed})"))),
+        "{events:?}"
+    );
+    assert!(r.targets[0].phases[0].all.counts.admitted > 0);
 }
 
 #[test]

@@ -103,6 +103,11 @@ impl Sentinels {
         &self.addrs
     }
 
+    /// The three processes, for the run to notice one that dies.
+    pub fn processes(&self) -> &[ChildProcess] {
+        &self.children
+    }
+
     /// The primary they were started watching.
     pub fn first_primary(&self) -> SocketAddr {
         self.first_primary

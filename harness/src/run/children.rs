@@ -1,6 +1,6 @@
-//! Watching the children while the load runs: an instance, a Redis or the Toxiproxy server
-//! that dies mid-run is noticed, named with the last lines of its log and recorded as an
-//! event of its target; the run goes on.
+//! Watching the children while the load runs: an instance, a Redis (or its replica or
+//! sentinels) or the Toxiproxy server that dies mid-run is noticed, named with the last lines
+//! of its log and recorded as an event of its target; the run goes on.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -33,7 +33,7 @@ fn death_of(pid: u32) -> Option<String> {
     }
 }
 
-/// Notices any child (instance or Redis) that dies mid-run; the run goes on.
+/// Notices any child (instance, Redis, replica, sentinel) that dies mid-run; the run goes on.
 pub(super) async fn watch(
     world: &World,
     start: Instant,
@@ -85,6 +85,28 @@ pub(super) async fn watch(
                 let pid = redis.pid();
                 let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
                 children.push((pid, "redis-server".into(), redis.log_path().to_owned(), how));
+            }
+            // A Sentinel topology's replica and sentinels: no fault stops them, so any end
+            // is a death, and one the failover's outcome depends on.
+            if let Some(replicated) = &target.replicated {
+                let replica = &replicated.replica;
+                let mut topology = vec![(
+                    replica.pid(),
+                    "redis-server replica".to_owned(),
+                    replica.log_path(),
+                )];
+                topology.extend(
+                    replicated
+                        .sentinels
+                        .processes()
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| (s.pid(), format!("sentinel {i}"), s.log_path())),
+                );
+                for (pid, what, log) in topology {
+                    let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
+                    children.push((pid, what, log.to_owned(), how));
+                }
             }
             if let (0, Some(server)) = (t, &world.toxiproxy_server) {
                 let pid = server.pid();

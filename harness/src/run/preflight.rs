@@ -215,6 +215,48 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_sentinel_topology_is_refused_in_containers_and_attached_before_anything_is_written()
+    {
+        let shipped = Scenario::load(
+            &crate::infra::workspace_root().join("scenarios/sentinel-failover.toml"),
+        )
+        .unwrap();
+        let deployment = crate::deployment::Deployment::parse(
+            r#"
+toxiproxy = "http://127.0.0.1:8474"
+[[targets]]
+name = "reference"
+instances = ["http://127.0.0.1:8081"]
+proxy = "reference-redis"
+"#,
+            std::path::Path::new("deployment.toml"),
+            false,
+        )
+        .unwrap();
+        for topology in [Topology::Docker, Topology::Attached(deployment)] {
+            let out = tempfile::tempdir().unwrap();
+            let opts = RunOptions {
+                root: crate::infra::workspace_root(),
+                results_root: out.path().to_owned(),
+                scenario: shipped.clone(),
+                duration_scale: 1.0,
+                targets: None,
+                out: None,
+                build: false,
+                topology,
+                worker: None,
+                live_metrics: None,
+            };
+            let error = super::super::run(opts, CancellationToken::new(), &Say::default())
+                .await
+                .unwrap_err();
+            assert!(matches!(error, RunError::SentinelNotLocal), "{error:?}");
+            assert!(error.to_string().contains("not attached"), "{error}");
+            assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+        }
+    }
+
     fn scenario(faults: &str) -> Scenario {
         let text = format!(
             r#"

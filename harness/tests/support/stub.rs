@@ -34,20 +34,24 @@ pub(crate) fn instance_logs_contain(results: &Path, text: &str) -> bool {
 /// Processes started for a test folder: every child the harness starts writes its stdout to
 /// a log inside the folder (redis-server rewrites its command line, so that cannot be used).
 pub(crate) fn children_logging_under(needle: &str) -> Vec<String> {
+    logging_under(needle)
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect()
+}
+
+/// [`children_logging_under`]'s processes by pid and command line.
+pub(crate) fn logging_under(needle: &str) -> Vec<(i32, String)> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .chars()
-                .all(|c| c.is_ascii_digit())
-        })
-        .filter_map(|e| {
-            let stdout = std::fs::read_link(e.path().join("fd/1")).ok()?;
-            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        .filter_map(|e| Some((e.file_name().to_str()?.parse::<i32>().ok()?, e.path())))
+        .filter_map(|(pid, path)| {
+            let stdout = std::fs::read_link(path.join("fd/1")).ok()?;
+            let cmdline = std::fs::read(path.join("cmdline")).unwrap_or_default();
             let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            (stdout.to_string_lossy().contains(needle) && !text.contains("cargo")).then_some(text)
+            (stdout.to_string_lossy().contains(needle) && !text.contains("cargo"))
+                .then_some((pid, text))
         })
         .collect()
 }
