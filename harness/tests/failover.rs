@@ -66,11 +66,19 @@ async fn a_killed_primary_is_replaced_by_its_replica_and_only_a_limiter_asking_t
     // with four busy loops on its two cores, 2.35 s in a CI run (4.8 s of 10).
     let phase_s = 20.0 * SCALE;
     let reconnect_window_and_cooldowns = 0.25 + 1.0 + 2.0 * 1.0;
+    // The fallback counter is read at the phase's edges, a little after them.
+    let reading_slack = 0.25;
     assert!(
-        following <= (ms as f64 / 1_000.0 + reconnect_window_and_cooldowns + 0.25) / phase_s,
+        following
+            <= (ms as f64 / 1_000.0 + reconnect_window_and_cooldowns + reading_slack) / phase_s,
         "reference: {following:.2} of the fault's decisions local, promoted after {ms} ms"
     );
     assert!(pinned >= 0.9, "reference-pinned: {pinned:.2} local");
+    // A late promotion (up to 8 s) lifts the bound above towards 1: the two must still differ.
+    assert!(
+        following <= pinned - 0.2,
+        "reference {following:.2} local, pinned {pinned:.2}"
+    );
     // Back on a Redis, the store decides after the fault: but for a call past its 20 ms
     // budget on a busy machine (seen: 2 of 1,087), which any phase may hold.
     let after = r.targets.iter().find(|t| t.name == "reference").unwrap();

@@ -421,26 +421,41 @@ async fn a_sentinel_that_dies_mid_run_is_recorded_and_the_run_goes_on() {
     let root = ws.path().to_owned();
     let killed = tokio::task::spawn_blocking(move || {
         wait_until_a_tenant_is_served(&root);
-        let [(pid, _)] = &logging_under("sentinel-stub-1.log")[..] else {
-            panic!("not one sentinel 1: {:?}", logging_under("sentinel-stub"));
+        let this_run = logging_under(&root.to_string_lossy());
+        let sentinel = this_run
+            .iter()
+            .filter(|(_, log, _)| log.ends_with("sentinel-stub-1.log"))
+            .map(|(pid, _, _)| *pid)
+            .collect::<Vec<_>>();
+        let [pid] = sentinel[..] else {
+            panic!("not one sentinel 1 among {this_run:?}");
         };
         nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(*pid),
+            nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
         )
         .unwrap();
-        *pid
+        pid
     })
     .await
     .unwrap();
     let outcome = running.await.unwrap().unwrap();
     let r = &outcome.result;
     assert!(!r.partial);
-    let events = &r.targets[0].events;
+    // That one death and no other: the replica and the other sentinels ran on.
+    let deaths: Vec<_> = r.targets[0]
+        .events
+        .iter()
+        .filter(|e| e.kind == "child-exited")
+        .collect();
     assert!(
-        events.iter().any(|e| e.kind == "child-exited"
-            && e.detail.contains(&format!("sentinel 1 (pid {killed})"))),
-        "{events:?}"
+        matches!(&deaths[..], [e] if e.detail.contains(&format!("sentinel-stub-1 (pid {killed})"))),
+        "{deaths:?}"
+    );
+    assert!(
+        r.notes.iter().any(|n| n.contains("sentinel-stub-1")),
+        "the report says so: {:?}",
+        r.notes
     );
     assert!(r.targets[0].phases[0].all.counts.admitted > 0);
 }

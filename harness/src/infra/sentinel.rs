@@ -104,7 +104,7 @@ impl Sentinels {
     }
 
     /// The three processes, for the run to notice one that dies.
-    pub fn processes(&self) -> &[ChildProcess] {
+    pub(crate) fn processes(&self) -> &[ChildProcess] {
         &self.children
     }
 

@@ -48,6 +48,8 @@ pub(super) async fn watch(
             _ = tick.tick() => {}
         }
         for (t, target) in world.targets.iter().enumerate() {
+            let unreported_death =
+                |pid: u32| (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
             // Judged with the instance list held: `scale` and `kill-instance` take an
             // instance off it before they stop it, so what they end is not a death.
             // An attached deployment's processes are not failmode's children.
@@ -60,8 +62,7 @@ pub(super) async fn watch(
                             .iter()
                             .map(|i| {
                                 let pid = i.process.pid();
-                                let how =
-                                    (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
+                                let how = unreported_death(pid);
                                 (
                                     pid,
                                     format!("instance {}", i.index),
@@ -83,34 +84,32 @@ pub(super) async fn watch(
                 .filter(|r| r.as_ref().is_ok_and(|r| !r.is_killed()))
             {
                 let pid = redis.pid();
-                let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
+                let how = unreported_death(pid);
                 children.push((pid, "redis-server".into(), redis.log_path().to_owned(), how));
             }
             // A Sentinel topology's replica and sentinels: no fault stops them, so any end
             // is a death, and one the failover's outcome depends on.
             if let Some(replicated) = &target.replicated {
                 let replica = &replicated.replica;
-                let mut topology = vec![(
+                let topology = std::iter::once((
                     replica.pid(),
                     "redis-server replica".to_owned(),
                     replica.log_path(),
-                )];
-                topology.extend(
+                ))
+                .chain(
                     replicated
                         .sentinels
                         .processes()
                         .iter()
-                        .enumerate()
-                        .map(|(i, s)| (s.pid(), format!("sentinel {i}"), s.log_path())),
+                        .map(|s| (s.pid(), s.name().to_owned(), s.log_path())),
                 );
                 for (pid, what, log) in topology {
-                    let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
-                    children.push((pid, what, log.to_owned(), how));
+                    children.push((pid, what, log.to_owned(), unreported_death(pid)));
                 }
             }
             if let (0, Some(server)) = (t, &world.toxiproxy_server) {
                 let pid = server.pid();
-                let how = (!reported.contains(&pid)).then(|| death_of(pid)).flatten();
+                let how = unreported_death(pid);
                 children.push((
                     pid,
                     "toxiproxy-server (every target's faults and proxies)".into(),

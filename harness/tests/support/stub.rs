@@ -2,7 +2,7 @@
 //! test can make an instance fail readiness, die mid-run or serve for as long as a run lasts;
 //! and what a test needs to find the processes a run started and to prove they are gone.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -36,12 +36,12 @@ pub(crate) fn instance_logs_contain(results: &Path, text: &str) -> bool {
 pub(crate) fn children_logging_under(needle: &str) -> Vec<String> {
     logging_under(needle)
         .into_iter()
-        .map(|(_, text)| text)
+        .map(|(_, _, text)| text)
         .collect()
 }
 
-/// [`children_logging_under`]'s processes by pid and command line.
-pub(crate) fn logging_under(needle: &str) -> Vec<(i32, String)> {
+/// [`children_logging_under`]'s processes: pid, log and command line.
+pub(crate) fn logging_under(needle: &str) -> Vec<(i32, PathBuf, String)> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -51,7 +51,7 @@ pub(crate) fn logging_under(needle: &str) -> Vec<(i32, String)> {
             let cmdline = std::fs::read(path.join("cmdline")).unwrap_or_default();
             let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
             (stdout.to_string_lossy().contains(needle) && !text.contains("cargo"))
-                .then_some((pid, text))
+                .then_some((pid, stdout, text))
         })
         .collect()
 }
