@@ -2,9 +2,10 @@
 //! up in a run, a synthetic results folder (run.json, series.csv) with two targets, one that
 //! admits everything during the outage and one that answers 500, a proxied Redis
 //! (`proxied`), a deployed fleet (`deployed`), the load engine driven directly (`engine`), a
-//! scripted HTTP server (`scripted_server`), the oracle's clock (`oracle`), a shipped
-//! scenario run in-process (`shipped`), a project whose target is a Python stub, with the
-//! processes a run started (`stub`), and pages rendered by headless Chromium (`browser`).
+//! scripted HTTP server (`scripted_server`), the oracle's clock (`oracle`), what the machine
+//! was busy with around a run (`machine`), a shipped scenario run in-process (`shipped`), a
+//! project whose target is a Python stub, with the processes a run started (`stub`), and
+//! pages rendered by headless Chromium (`browser`).
 
 // Each test crate that includes this uses part of it.
 #![allow(dead_code)]
@@ -12,6 +13,7 @@
 pub(crate) mod browser;
 pub(crate) mod deployed;
 pub(crate) mod engine;
+pub(crate) mod machine;
 pub(crate) mod oracle;
 pub(crate) mod proxied;
 pub(crate) mod scripted_server;
