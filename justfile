@@ -81,12 +81,14 @@ test: setup lint build
     scripts/docker-tests.sh
 
 # The slow tier, which CI runs after `test`: docs/your-limiter.md's walkthrough end to end. It
-# installs failmode and failmode-reference with `cargo install` (into .tools/install, built in
-# target/install), then runs examples/checkout-api from a directory outside the repository with
-# only those binaries, Redis and Toxiproxy, the checkout hidden (a mount namespace: needs root).
+# installs failmode and failmode-reference with `cargo install` (into .tools/install), then runs
+# examples/checkout-api from a directory outside the repository with only those binaries, Redis
+# and Toxiproxy, the checkout hidden (a mount namespace: needs root). The install builds in
+# `target`, beside `just build`'s release build: after `just test` it reuses every dependency
+# (a separate target folder rebuilt them all, minutes of CI).
 test-slow: setup-core
-    cargo install --quiet --locked --force --path harness --root .tools/install --target-dir target/install
-    cargo install --quiet --locked --force --path targets/reference --root .tools/install --target-dir target/install
+    cargo install --quiet --locked --force --path harness --root .tools/install --target-dir target
+    cargo install --quiet --locked --force --path targets/reference --root .tools/install --target-dir target
     cargo test -p failmode --test walkthrough -- --ignored
 
 # Formatting and clippy as CI runs them, clippy also with the `docker` feature (no daemon needed).
