@@ -44,7 +44,7 @@ gate NAME *ARGS: setup-core build
 
 # The reference beside the Node.js, Python, Go and Java limiters people deploy and NGINX's
 # store-less limit_req, through a slow, a hung, a stalled and a cut Redis; regenerates
-# docs/peers.md from the run. Four targets at a time (six batches, about 22 minutes): eleven
+# docs/peers.md from the run. Four targets at a time (six batches, about 22–25 minutes): eleven
 # at once saturated 2 cores. Flags go to `failmode run`.
 peers *ARGS: setup build
     target/release/failmode run peers --no-build --batch 4 {{ARGS}}
@@ -84,8 +84,8 @@ test: setup lint build
 # installs failmode and failmode-reference with `cargo install` (into .tools/install), then runs
 # examples/checkout-api from a directory outside the repository with only those binaries, Redis
 # and Toxiproxy, the checkout hidden (a mount namespace: needs root). The install builds in
-# `target`, beside `just build`'s release build: after `just test` it reuses every dependency
-# (a separate target folder rebuilt them all, minutes of CI).
+# `target`, beside `just build`'s release build: after `just test` it reuses its dependencies
+# (measured: only failmode itself compiled again), where a separate folder rebuilt them all.
 test-slow: setup-core
     cargo install --quiet --locked --force --path harness --root .tools/install --target-dir target
     cargo install --quiet --locked --force --path targets/reference --root .tools/install --target-dir target

@@ -35,7 +35,7 @@ async fn a_killed_primary_is_replaced_by_its_replica_and_only_a_limiter_asking_t
         SCALE,
     )
     .await;
-    let machine = format!("the machine before: {before}; during: {}", watch.usage());
+    let machine = format!("the machine before: {before}; during: {}", watch.said());
     // run.json says who was told the sentinels: the manifest's [start.sentinel_env], as run.
     let told = |target: &str| {
         let t = r.targets.iter().find(|t| t.name == target).unwrap();

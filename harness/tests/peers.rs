@@ -257,20 +257,25 @@ end = "13s"
 /// tests, a few requests each, share it with each other.
 static MACHINE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
+/// [`run_on_a_quiet_machine`], for a test that judges no healthy phase.
 async fn run_with(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDir) {
-    let (r, out, _) = run_watched(targets, fault).await;
+    let (r, out, _) = run_on_a_quiet_machine(targets, fault).await;
     (r, out)
 }
 
-/// How long a run waits for the machine to be quiet before it starts anyway. CI once saw all
-/// four runs of one test short of CPU back to back (the load generator's send lag p99
-/// 113 ms, express-rate-limit 13.6 % 500s with Redis healthy), cause not seen from the test.
+/// How long a run waits for the machine to be quiet before it starts anyway (within the test
+/// binary's whole budget, `support::machine`). CI once saw all four runs of one test short of
+/// CPU back to back (the load generator's send lag p99 113 ms, express-rate-limit 13.6 % 500s
+/// with Redis healthy), and the test could not say what else the machine was doing.
 const QUIET_WAIT: Duration = Duration::from_secs(60);
 
-/// [`run_with`], started once the machine is quiet (or [`QUIET_WAIT`] has passed), and what
-/// the machine was busy with before and during it, for the messages of a test that finds the
-/// machine short.
-async fn run_watched(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDir, String) {
+/// Builds `targets` and runs them through `fault`, alone on the machine and once it is quiet
+/// (or [`QUIET_WAIT`] has passed), with what the machine was busy with before and during the
+/// run, for the messages of a test that finds it short.
+async fn run_on_a_quiet_machine(
+    targets: &[&str],
+    fault: &str,
+) -> (RunResult, tempfile::TempDir, String) {
     let _alone = MACHINE.write().await;
     build(targets).await;
     let before = support::machine::await_quiet(QUIET_WAIT).await;
@@ -286,12 +291,12 @@ async fn run_watched(targets: &[&str], fault: &str) -> (RunResult, tempfile::Tem
         &Say::default(),
     )
     .await
-    .unwrap_or_else(|e| panic!("{targets:?}: {e}"));
-    assert!(!outcome.result.partial);
+    .unwrap_or_else(|e| panic!("{targets:?}: {e} (the machine before the run: {before})"));
     let machine = format!(
         "the machine before the run: {before}; during it: {}",
-        watch.usage()
+        watch.said()
     );
+    assert!(!outcome.result.partial, "{machine}");
     (outcome.result, out, machine)
 }
 
@@ -314,7 +319,7 @@ const ATTEMPTS: usize = 4;
 /// answering in time fails at once.
 async fn run_healthy_then(targets: &[&str], fault: &str) -> (RunResult, tempfile::TempDir) {
     for attempt in 1..=ATTEMPTS {
-        let (r, out, machine) = run_watched(targets, fault).await;
+        let (r, out, machine) = run_on_a_quiet_machine(targets, fault).await;
         let slow: Vec<String> = r
             .targets
             .iter()
