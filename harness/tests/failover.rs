@@ -27,15 +27,14 @@ async fn a_killed_primary_is_replaced_by_its_replica_and_only_a_limiter_asking_t
  {
     // Its bounds hold on a machine the run has to itself: wait for one, and say what the
     // machine did if they break.
-    let before = support::machine::await_quiet(std::time::Duration::from_secs(60)).await;
-    let watch = support::machine::Watch::start();
+    let machine = support::machine::Around::quiet(std::time::Duration::from_secs(60)).await;
     let (r, _) = run_at(
         "sentinel-failover",
         &["reference", "reference-pinned"],
         SCALE,
     )
     .await;
-    let machine = format!("the machine before: {before}; during: {}", watch.said());
+    let machine = machine.said();
     // run.json says who was told the sentinels: the manifest's [start.sentinel_env], as run.
     let told = |target: &str| {
         let t = r.targets.iter().find(|t| t.name == target).unwrap();

@@ -278,8 +278,7 @@ async fn run_on_a_quiet_machine(
 ) -> (RunResult, tempfile::TempDir, String) {
     let _alone = MACHINE.write().await;
     build(targets).await;
-    let before = support::machine::await_quiet(QUIET_WAIT).await;
-    let watch = support::machine::Watch::start();
+    let machine = support::machine::Around::quiet(QUIET_WAIT).await;
     let out = tempfile::tempdir().unwrap();
     let outcome = run(
         RunOptions {
@@ -291,11 +290,8 @@ async fn run_on_a_quiet_machine(
         &Say::default(),
     )
     .await
-    .unwrap_or_else(|e| panic!("{targets:?}: {e} (the machine before the run: {before})"));
-    let machine = format!(
-        "the machine before the run: {before}; during it: {}",
-        watch.said()
-    );
+    .unwrap_or_else(|e| panic!("{targets:?}: {e} ({})", machine.said()));
+    let machine = machine.said();
     assert!(!outcome.result.partial, "{machine}");
     (outcome.result, out, machine)
 }

@@ -28,7 +28,7 @@ const WAIT_BUDGET: Duration = Duration::from_secs(180);
 static WAITED: Mutex<Duration> = Mutex::new(Duration::ZERO);
 
 /// CPU ticks (utime + stime, and the same of reaped children) of one process.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Ticks {
     own: u64,
     children: u64,
@@ -97,13 +97,7 @@ impl Snapshot {
         let mut itself = None;
         let mut others = Vec::new();
         for (key, (comm, t)) in &now.processes {
-            let before = self.processes.get(key).map_or(
-                Ticks {
-                    own: 0,
-                    children: 0,
-                },
-                |(_, b)| *b,
-            );
+            let before = self.processes.get(key).map(|(_, b)| *b).unwrap_or_default();
             let own = t.own.saturating_sub(before.own) as f64 / per_second;
             let children = t.children.saturating_sub(before.children) as f64 / per_second;
             if key.0 == me {
@@ -133,7 +127,7 @@ impl Snapshot {
 /// are gone by its end, and counted there), and the other processes alive at its end that
 /// took the most CPU in it, their reaped children included (a cargo or npm whose workers
 /// exited still shows).
-pub(crate) struct Usage {
+struct Usage {
     seconds: f64,
     busy: f64,
     steal: f64,
@@ -171,11 +165,11 @@ impl fmt::Display for Usage {
     }
 }
 
-/// Measures the machine from now until [`Watch::usage`].
-pub(crate) struct Watch(Option<Snapshot>);
+/// Measures the machine from now until [`Watch::said`].
+struct Watch(Option<Snapshot>);
 
 impl Watch {
-    pub(crate) fn start() -> Watch {
+    fn start() -> Watch {
         Watch(Snapshot::take())
     }
 
@@ -188,16 +182,47 @@ impl Watch {
     }
 
     /// [`Watch::usage`] as a message says it.
-    pub(crate) fn said(&self) -> String {
-        match self.usage() {
-            Ok(u) => u.to_string(),
-            Err(e) => e.to_owned(),
+    fn said(&self) -> String {
+        said(&self.usage())
+    }
+}
+
+fn said(usage: &Result<Usage, &'static str>) -> String {
+    match usage {
+        Ok(u) => u.to_string(),
+        Err(e) => (*e).to_owned(),
+    }
+}
+
+/// A run's account of the machine: the wait for a quiet one before it, and what the machine
+/// did from then on.
+pub(crate) struct Around {
+    before: Quiet,
+    during: Watch,
+}
+
+impl Around {
+    /// Waits for a quiet machine ([`await_quiet`]), then starts watching it.
+    pub(crate) async fn quiet(limit: Duration) -> Around {
+        let before = await_quiet(limit).await;
+        Around {
+            before,
+            during: Watch::start(),
         }
+    }
+
+    /// What a message about the run says of the machine, so far.
+    pub(crate) fn said(&self) -> String {
+        format!(
+            "the machine before the run: {}; during it: {}",
+            self.before,
+            self.during.said()
+        )
     }
 }
 
 /// How a wait for a quiet machine ended, and the last spell it measured.
-pub(crate) struct Quiet {
+struct Quiet {
     waited: Duration,
     gave_up: bool,
     last: Result<Usage, &'static str>,
@@ -210,18 +235,19 @@ impl fmt::Display for Quiet {
         } else {
             "quiet after"
         };
-        write!(f, "{how} {:.0} s (", self.waited.as_secs_f64())?;
-        match &self.last {
-            Ok(u) => write!(f, "{u})"),
-            Err(e) => write!(f, "{e})"),
-        }
+        write!(
+            f,
+            "{how} {:.0} s ({})",
+            self.waited.as_secs_f64(),
+            said(&self.last)
+        )
     }
 }
 
 /// Waits, up to `limit` and what is left of this binary's [`WAIT_BUDGET`], for the cores to
 /// be quiet for [`QUIET_FOR`]. Uses tokio's clock for the spell, so a paused runtime would
 /// read every spell as quiet: no test that calls this pauses time.
-pub(crate) async fn await_quiet(limit: Duration) -> Quiet {
+async fn await_quiet(limit: Duration) -> Quiet {
     let started = Instant::now();
     let left = WAIT_BUDGET.saturating_sub(*WAITED.lock().unwrap_or_else(|e| e.into_inner()));
     let deadline = started + limit.min(left);
