@@ -165,6 +165,7 @@ const LINES: &[&str] = &[
     "[load]",
     "[start]",
     "[limit]",
+    "[warm_up]",
     "[request]",
     "name = \"x\"",
     "type = \"latency\"",
@@ -350,6 +351,8 @@ const MANIFEST_KEYS: &[&str] = &[
     "limit",
     "requests",
     "window",
+    "warm_up",
+    "settled_below",
     "variants",
     "name",
 ];

@@ -552,3 +552,44 @@ async fn targets_run_in_batches_join_into_one_results_folder_that_reads_as_one_r
     assert!(md.contains("ran in 2 batches"), "{md}");
     assert!(folder.join("report.html").is_file());
 }
+
+/// `tests/fixtures/targets/oracle-cold.toml`: warm-up rounds of this many requests, per instance.
+const WARM_UP_ROUND: u64 = 10;
+/// Its first warm-up requests slow past `settled_below` (`FAILMODE_ORACLE_COLD_WARM_UPS`).
+const COLD_WARM_UPS: u64 = 60;
+
+#[test]
+fn a_warm_up_goes_on_until_answers_settle_and_a_target_that_never_settles_is_noted() {
+    let out = tempfile::tempdir().unwrap();
+    let folder = out.path().join("run");
+    let run = support::run_fixture(&fixture_path("warm-up.toml"), &folder, &[]);
+    let (stdout, stderr) = output_text(&run);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{stderr}");
+    // Each of two instances: every cold round, then the one round that settled.
+    let settled = 2 * (COLD_WARM_UPS.div_ceil(WARM_UP_ROUND) + 1) * WARM_UP_ROUND;
+    assert!(
+        stderr.contains(&format!("warmed up oracle-cold: {settled} requests over")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("(all settled below 10ms)"), "{stderr}");
+    assert!(stderr.contains("(0 of 2 settled below 10ms)"), "{stderr}");
+    let r = RunResult::read(&folder).unwrap();
+    let noted: Vec<&String> = r
+        .notes
+        .iter()
+        .filter(|n| n.contains("still warming up"))
+        .collect();
+    assert_eq!(noted.len(), 1, "{:?}", r.notes);
+    assert!(
+        noted[0].starts_with("oracle-never-warm at 0.0 s: warm-up (still warming up")
+            && noted[0].contains(" on instance 0, ")
+            && noted[0].contains(" on instance 1 ("),
+        "{}",
+        noted[0]
+    );
+    assert!(
+        schema_errors(&folder).is_empty(),
+        "{:?}",
+        schema_errors(&folder)
+    );
+}

@@ -206,7 +206,13 @@ mod tests {
         ] {
             assert!(manifest.contains(placeholder), "{placeholder}");
         }
-        for key in ["[ready]", "caller_header", "# [metrics]", "CHANGE ME"] {
+        for key in [
+            "[ready]",
+            "caller_header",
+            "# [metrics]",
+            "# [warm_up]",
+            "CHANGE ME",
+        ] {
             assert!(manifest.contains(key), "{key}");
         }
 
@@ -273,6 +279,27 @@ mod tests {
 
         let err = init(dir.path(), &project, &args(Some("x"), Some("nope"))).unwrap_err();
         assert!(err.to_string().contains("flask-limiter"), "{err}");
+    }
+
+    #[test]
+    fn a_template_keeps_the_peer_s_warm_up_until_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = Project::at(dir.path());
+        let written = init(
+            dir.path(),
+            &project,
+            &args(Some("gateway"), Some("spring-cloud-gateway")),
+        )
+        .unwrap();
+        let mine = crate::targets::manifest::read(&written.manifest).unwrap();
+        let templates = project.templates().unwrap();
+        let peer = &templates
+            .iter()
+            .find(|t| t.def.name == "spring-cloud-gateway")
+            .unwrap()
+            .def;
+        assert!(peer.warm_up.until.is_some(), "{:?}", peer.warm_up);
+        assert_eq!(mine[0].warm_up, peer.warm_up);
     }
 
     #[test]

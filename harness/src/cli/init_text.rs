@@ -2,8 +2,11 @@
 //! peer's settings to adapt), the scenario with its gates, and the project's README. Kept apart
 //! from the writing so each reads as the file it makes.
 
+use std::time::Duration;
+
 use crate::identity::CallerIdentity;
 use crate::targets::TargetDef;
+use crate::targets::warm_up::WarmUp;
 
 /// A TOML string.
 fn quoted(text: &str) -> String {
@@ -116,6 +119,16 @@ caller_header = "x-caller"
 # The status your limiter answers over the limit: 429 (the default) or 503.
 # refuses_with = 429
 
+# Optional: unmeasured requests each instance answers before the load starts (from caller
+# "failmode-warm-up", or from 127.0.0.1), so that the first phase does not measure JIT
+# compilation or lazy loading. By default one round of 20 per instance. With settled_below,
+# rounds go on until each instance's median answer in a round is under it, for at most
+# `timeout` (a run whose target never settled says so in run.json's notes); for a JVM.
+# [warm_up]
+# requests = 50
+# settled_below = "10ms"
+# timeout = "60s"
+
 # Optional: the limit your service enforces from its own configuration, when it does not take
 # {{limit}} from failmode. Over-admission, wrongful denial, the allowance and the recovery band
 # of this target are then judged against it (run.json records which limit each target was
@@ -198,6 +211,9 @@ timeout = {ready_timeout}
 # X-Forwarded-For); refuses_with: the status over the limit, 429 or 503.
 path = {request_path}
 {caller}{refuses}
+# Optional: unmeasured requests per instance before the load (one round of 20 by default; with
+# settled_below, rounds until each instance's median answer is under it, for at most timeout).
+{warm_up}
 # Optional: the limit your service enforces from its own configuration, when it does not take
 # {{limit}} from failmode; this target is then judged against it.
 {limit}
@@ -221,6 +237,7 @@ path = {request_path}
                 format!("caller = \"header\"\ncaller_header = {}\n", quoted(header)),
             other => format!("caller = {}\n", quoted(other.mode())),
         },
+        warm_up = warm_up_text(&def.warm_up),
         limit = match def.limit {
             Some(own) => format!(
                 "[limit]\nrequests = {}\nwindow = {}\n",
@@ -230,6 +247,24 @@ path = {request_path}
             None => "# [limit]\n# requests = 40\n# window = \"1s\"\n".to_owned(),
         },
     )
+}
+
+/// A peer's `[warm_up]`, or the section commented out when it keeps the default.
+fn warm_up_text(w: &WarmUp) -> String {
+    let duration = |d: Duration| quoted(&humantime::format_duration(d).to_string());
+    match w.until {
+        _ if *w == WarmUp::default() => {
+            "# [warm_up]\n# requests = 50\n# settled_below = \"10ms\"\n# timeout = \"60s\"\n"
+                .to_owned()
+        }
+        None => format!("[warm_up]\nrequests = {}\n", w.requests),
+        Some(u) => format!(
+            "[warm_up]\nrequests = {}\nsettled_below = {}\ntimeout = {}\n",
+            w.requests,
+            duration(u.below),
+            duration(u.timeout)
+        ),
+    }
 }
 
 /// The scenario: the user's target beside the reference and fail-open, through a slow and a

@@ -127,7 +127,14 @@ pub async fn run(
     if let Some(view) = &view {
         view.measuring(names.clone(), collector.clone());
     }
-    let events = Mutex::new(vec![Vec::new(); names.len()]);
+    // A target still warming up when the load starts is the run's first event.
+    let events = Mutex::new(
+        world
+            .targets
+            .iter()
+            .map(world::TargetWorld::warm_up_events)
+            .collect::<Vec<_>>(),
+    );
     let http = reqwest::Client::builder()
         .no_proxy()
         .build()

@@ -8,7 +8,6 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
@@ -18,42 +17,14 @@ use super::replicated::{self, Replicated};
 use super::{RunError, RunOptions, Topology};
 use crate::deployment::Deployment;
 use crate::faults::Fault;
-use crate::identity;
 use crate::infra::redis::SharedRedis;
 use crate::infra::toxiproxy::Toxiproxy;
 use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::load::Rotation;
+use crate::results::Event;
 use crate::scenario::{RedisTopology, Scenario};
+use crate::targets::warm_up::{WarmedUp, warm_up};
 use crate::targets::{Fleet, FleetLaunch, TargetDef};
-
-/// Requests each instance answers before the load starts, unmeasured, from a caller no tenant
-/// uses (by header, caller `failmode-warm-up`; by address, failmode's own, 127.0.0.1, which
-/// no tenant has; see [`crate::identity`]): the first requests pay for JIT compilation, lazy imports and script loads, which a
-/// long-running service never shows its callers (measured here: 15 of express-rate-limit's
-/// first 145 requests timed out their 20 ms Redis budget without it).
-const WARM_UP_REQUESTS: usize = 20;
-const WARM_UP_CALLER: &str = "failmode-warm-up";
-
-pub(crate) async fn warm_up(def: &TargetDef, fleet: &Fleet, http: &reqwest::Client) {
-    join_all(fleet.running().into_iter().map(|i| async move {
-        let url = format!("http://{}{}", i.addr, def.request_path);
-        for _ in 0..WARM_UP_REQUESTS {
-            // Not measured: whatever the answer, the next request is the point.
-            let request = http.get(&url);
-            // Its connection comes from 127.0.0.1 (the client binds nothing), so a target that
-            // tells callers by source address sees failmode's own address too.
-            let request = match def
-                .caller
-                .naming_header(WARM_UP_CALLER, identity::OWN_ADDRESS)
-            {
-                Some((name, value)) => request.header(name, value),
-                None => request,
-            };
-            let _ = request.timeout(Duration::from_secs(2)).send().await;
-        }
-    }))
-    .await;
-}
 
 /// One target's slice of the world.
 #[derive(Debug)]
@@ -74,9 +45,25 @@ pub struct TargetWorld {
     pub rotation: Rotation,
     /// The replica and sentinels of a Sentinel topology (`[redis] topology = "sentinel"`).
     pub replicated: Option<Replicated>,
+    /// How its instances' warm-up went; none when attached (a deployment that runs is warm).
+    pub warmed: Option<WarmedUp>,
 }
 
 impl TargetWorld {
+    /// A warm-up that did not settle, as an event at the load's start.
+    pub fn warm_up_events(&self) -> Vec<Event> {
+        self.warmed
+            .as_ref()
+            .and_then(WarmedUp::trouble)
+            .map(|detail| Event {
+                at_s: 0.0,
+                kind: "warm-up".into(),
+                detail,
+            })
+            .into_iter()
+            .collect()
+    }
+
     /// The instances running now, keyed by something that changes when a process is
     /// replaced (its pid; its index when attached).
     pub fn instances(&self) -> Vec<(u32, SocketAddr)> {
@@ -208,6 +195,7 @@ impl World {
                     proxy_addr,
                     (Some(redis), redis_addr),
                     replicated,
+                    &mut on_progress,
                 )
                 .await?;
         }
@@ -263,7 +251,14 @@ impl World {
                 .create_proxy(&def.name, listener.inside, redis.upstream)
                 .await?;
             world
-                .add_target(def, &launch, listener.host, (None, redis.addr), None)
+                .add_target(
+                    def,
+                    &launch,
+                    listener.host,
+                    (None, redis.addr),
+                    None,
+                    &mut on_progress,
+                )
                 .await?;
         }
         world.containers = Some(containers);
@@ -280,6 +275,7 @@ impl World {
         proxy_addr: SocketAddr,
         (redis, redis_addr): (Option<SharedRedis>, SocketAddr),
         replicated: Option<Replicated>,
+        on_progress: &mut impl FnMut(&str),
     ) -> Result<(), RunError> {
         let fleet_launch = FleetLaunch {
             root: launch.root.to_owned(),
@@ -300,9 +296,16 @@ impl World {
             rotation: fleet.rotation(),
             fleet: Some(Arc::clone(&fleet)),
             replicated,
+            warmed: None,
         });
         started?;
-        warm_up(def, &fleet, &launch.http).await;
+        let warmed = warm_up(def, &fleet, &launch.http).await;
+        if let Some(line) = warmed.summary(&def.name) {
+            on_progress(&line);
+        }
+        if let Some(t) = self.targets.last_mut() {
+            t.warmed = Some(warmed);
+        }
         Ok(())
     }
 
@@ -351,6 +354,7 @@ impl World {
                 fleet: None,
                 rotation: Rotation::new(t.instances.iter().copied()),
                 replicated: None,
+                warmed: None,
             });
         }
         Ok(Self {

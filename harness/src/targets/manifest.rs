@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::warm_up::WarmUp;
 use crate::identity::CallerIdentity;
 use crate::limits::{LimitSource, TargetLimit};
 
@@ -56,6 +57,7 @@ struct RawManifest {
     metrics: Option<RawMetrics>,
     /// The limit the service enforces from its own configuration, if it does.
     limit: Option<RawLimit>,
+    warm_up: Option<super::warm_up::RawWarmUp>,
     variants: Vec<RawVariant>,
 }
 
@@ -246,6 +248,8 @@ pub struct TargetDef {
     /// under its own status; a declared 503 is only not taken for a broken target.
     pub refuses_with: u16,
     pub default_instances: u32,
+    /// What each instance answers, unmeasured, before the load starts (`[warm_up]`).
+    pub warm_up: WarmUp,
     pub metrics_path: Option<String>,
     pub fallback_counter: Option<String>,
 }
@@ -321,6 +325,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
         .map(|raw| own_limit(raw, LimitSource::Manifest))
         .transpose()
         .map_err(invalid)?;
+    let warm_up = super::warm_up::parse(raw.warm_up.as_ref()).map_err(invalid)?;
     let mut defs = Vec::new();
     for v in raw.variants {
         if !crate::names::is_plain_name(&v.name) {
@@ -360,6 +365,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TargetDef>, ManifestError> {
             limit,
             refuses_with: raw.request.refuses_with,
             default_instances: raw.default_instances,
+            warm_up,
             metrics_path: raw.metrics.as_ref().map(|m| m.path.clone()),
             fallback_counter: raw
                 .metrics

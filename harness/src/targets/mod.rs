@@ -2,6 +2,7 @@
 
 pub mod fleet;
 pub mod manifest;
+pub mod warm_up;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -13,7 +13,7 @@ use hyper::header::HeaderName;
 use crate::decide::Defaults;
 use crate::script::{Limit, Script};
 
-/// The caller failmode's warm-up requests use (`harness/src/run/world.rs`): they come before
+/// The caller failmode's warm-up requests use (`harness/src/targets/warm_up.rs`): they come before
 /// the load, so they must not start the oracle's clock.
 pub const HARNESS_WARM_UP_CALLER: &str = "failmode-warm-up";
 
@@ -66,6 +66,13 @@ struct Args {
     /// warm-up requests); empty: none.
     #[arg(long, env = "FAILMODE_ORACLE_WARM_UP_CALLER", default_value = HARNESS_WARM_UP_CALLER)]
     warm_up_caller: String,
+    /// How many of the first warm-up requests answer after `--cold-delay-ms`: a service whose
+    /// first answers are slow (a JVM still compiling), for failmode's warm-up until settled.
+    #[arg(long, env = "FAILMODE_ORACLE_COLD_WARM_UPS", default_value_t = 0)]
+    cold_warm_ups: u64,
+    /// Milliseconds each of those first warm-up requests waits.
+    #[arg(long, env = "FAILMODE_ORACLE_COLD_DELAY_MS", default_value_t = 0)]
+    cold_delay_ms: u64,
     /// The status a `limit` refuses with: 429, or another 4xx/5xx to play a limiter that
     /// answers something else over the limit (503: NGINX's `limit_req` default).
     #[arg(long, env = "FAILMODE_ORACLE_REFUSE_STATUS", default_value_t = 429)]
@@ -103,6 +110,13 @@ impl std::str::FromStr for Key {
     }
 }
 
+/// The warm-up answers of a service that starts slow: the first `warm_ups` wait `delay`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cold {
+    pub warm_ups: u64,
+    pub delay: Duration,
+}
+
 /// The validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -112,6 +126,8 @@ pub struct Config {
     pub script: Script,
     pub defaults: Defaults,
     pub warm_up_caller: Option<String>,
+    /// How slow its first warm-up answers are.
+    pub cold: Cold,
     /// t0 is this long before the first request.
     pub lead: std::time::Duration,
     /// What a `limit` answers over the limit.
@@ -206,6 +222,10 @@ impl TryFrom<Args> for Config {
                 delay: Duration::from_millis(args.delay_ms),
             },
             warm_up_caller: Some(args.warm_up_caller).filter(|c| !c.is_empty()),
+            cold: Cold {
+                warm_ups: args.cold_warm_ups,
+                delay: Duration::from_millis(args.cold_delay_ms),
+            },
             lead: std::time::Duration::from_millis(args.lead_ms),
             refuse_status,
         })

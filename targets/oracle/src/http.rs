@@ -10,6 +10,7 @@
 use std::convert::Infallible;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -23,7 +24,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
-use crate::config::Key;
+use crate::config::{Cold, Key};
 use crate::decide::{Answer, Oracle};
 use crate::metrics::{self, Counters};
 
@@ -49,6 +50,9 @@ pub struct App {
     pub key: Key,
     pub caller_header: HeaderName,
     pub warm_up_caller: Option<String>,
+    /// How slow its first warm-up answers are, and how many it has answered.
+    pub cold: Cold,
+    pub warm_ups: AtomicU64,
     /// What a `limit` answers over the limit (429 unless `FAILMODE_ORACLE_REFUSE_STATUS`).
     pub refuse_status: StatusCode,
 }
@@ -189,6 +193,9 @@ async fn api(
         }
     };
     if app.warm_up_caller.as_deref().is_some_and(|w| caller.is(w)) {
+        if app.warm_ups.fetch_add(1, Ordering::Relaxed) < app.cold.warm_ups {
+            tokio::time::sleep(app.cold.delay).await;
+        }
         app.counters.count(metrics::WARM_UP, Some(200));
         return text(StatusCode::OK, "warm-up\n");
     }

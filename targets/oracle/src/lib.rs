@@ -33,6 +33,7 @@ pub mod windows;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -62,6 +63,8 @@ impl Server {
             key: config.key,
             caller_header: config.caller_header,
             warm_up_caller: config.warm_up_caller,
+            cold: config.cold,
+            warm_ups: AtomicU64::new(0),
             refuse_status: config.refuse_status,
         });
         let serving = tokio::spawn(http::serve(listener, app));

@@ -293,7 +293,13 @@ async fn probe(
     fleet: &Fleet,
     http: &reqwest::Client,
 ) -> Vec<Finding> {
-    crate::run::world::warm_up(def, fleet, http).await;
+    let warmed = crate::targets::warm_up::warm_up(def, fleet, http).await;
+    if let Some(line) = warmed.summary(&def.name) {
+        println!("{line}");
+    }
+    if let Some(trouble) = warmed.trouble() {
+        println!("{}: {trouble}", def.name);
+    }
     let addrs: Vec<_> = fleet.running().iter().map(|i| i.addr).collect();
     let before = commands(redis).await;
     println!(
