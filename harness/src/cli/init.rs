@@ -298,7 +298,7 @@ mod tests {
             .find(|t| t.def.name == "spring-cloud-gateway")
             .unwrap()
             .def;
-        assert!(peer.warm_up.until.is_some(), "{:?}", peer.warm_up);
+        assert!(peer.warm_up.settled_below.is_some(), "{:?}", peer.warm_up);
         assert_eq!(mine[0].warm_up, peer.warm_up);
     }
 

@@ -121,9 +121,9 @@ caller_header = "x-caller"
 
 # Optional: unmeasured requests each instance answers before the load starts (from caller
 # "failmode-warm-up", or from 127.0.0.1), so that the first phase does not measure JIT
-# compilation or lazy loading. By default one round of 20 per instance. With settled_below,
-# rounds go on until each instance's median answer in a round is under it, for at most
-# `timeout` (a run whose target never settled says so in run.json's notes); for a JVM.
+# compilation or lazy loading. By default one round of 20 per instance. For a service slow to
+# warm (a JVM), settled_below: rounds go on until each instance's median answer in a round is
+# under it, for at most `timeout` (a run whose target never settled says so in its notes).
 # [warm_up]
 # requests = 50
 # settled_below = "10ms"
@@ -251,20 +251,17 @@ path = {request_path}
 
 /// A peer's `[warm_up]`, or the section commented out when it keeps the default.
 fn warm_up_text(w: &WarmUp) -> String {
-    let duration = |d: Duration| quoted(&humantime::format_duration(d).to_string());
-    match w.until {
-        _ if *w == WarmUp::default() => {
-            "# [warm_up]\n# requests = 50\n# settled_below = \"10ms\"\n# timeout = \"60s\"\n"
-                .to_owned()
-        }
-        None => format!("[warm_up]\nrequests = {}\n", w.requests),
-        Some(u) => format!(
-            "[warm_up]\nrequests = {}\nsettled_below = {}\ntimeout = {}\n",
-            w.requests,
-            duration(u.below),
-            duration(u.timeout)
-        ),
+    if *w == WarmUp::default() {
+        return "# [warm_up]\n# requests = 50\n# settled_below = \"10ms\"\n# timeout = \"60s\"\n"
+            .to_owned();
     }
+    let duration = |d: Duration| quoted(&humantime::format_duration(d).to_string());
+    let mut text = format!("[warm_up]\nrequests = {}\n", w.requests);
+    if let Some(below) = w.settled_below {
+        text.push_str(&format!("settled_below = {}\n", duration(below)));
+    }
+    text.push_str(&format!("timeout = {}\n", duration(w.timeout)));
+    text
 }
 
 /// The scenario: the user's target beside the reference and fail-open, through a slow and a

@@ -26,6 +26,15 @@ use crate::scenario::{RedisTopology, Scenario};
 use crate::targets::warm_up::{WarmedUp, warm_up};
 use crate::targets::{Fleet, FleetLaunch, TargetDef};
 
+/// The client of readiness probes and warm-ups: loopback only, never through a proxy the
+/// environment names, as the load's own.
+fn launch_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap_or_default()
+}
+
 /// One target's slice of the world.
 #[derive(Debug)]
 pub struct TargetWorld {
@@ -55,10 +64,13 @@ impl TargetWorld {
         self.warmed
             .as_ref()
             .and_then(WarmedUp::trouble)
-            .map(|detail| Event {
+            .map(|trouble| Event {
                 at_s: 0.0,
                 kind: "warm-up".into(),
-                detail,
+                detail: format!(
+                    "{trouble}; the load started then, so its first phase may measure a \
+                     service still warming up"
+                ),
             })
             .into_iter()
             .collect()
@@ -145,7 +157,7 @@ impl World {
             scenario,
             root,
             log_dir,
-            http: reqwest::Client::new(),
+            http: launch_client(),
         };
         for def in defs {
             on_progress(&format!(
@@ -195,11 +207,30 @@ impl World {
                     proxy_addr,
                     (Some(redis), redis_addr),
                     replicated,
-                    &mut on_progress,
                 )
                 .await?;
         }
+        world.warm_up(&launch.http, &mut on_progress).await;
         Ok(world)
+    }
+
+    /// Warms every target's instances up, all targets at once once all have started (a
+    /// target warmed before the next started would wait, warm, for the others, and the next
+    /// would warm beside their start-up), and says how the targets that warm until settled
+    /// did.
+    async fn warm_up(&mut self, http: &reqwest::Client, on_progress: &mut impl FnMut(&str)) {
+        let warmed = join_all(self.targets.iter().map(|t| async move {
+            let fleet = t.fleet.as_ref()?;
+            let instances: Vec<_> = fleet.running().iter().map(|i| (i.index, i.addr)).collect();
+            Some(warm_up(&t.def, &instances, http).await)
+        }))
+        .await;
+        for (t, warmed) in self.targets.iter_mut().zip(warmed) {
+            if let Some(line) = warmed.as_ref().and_then(|w| w.summary(&t.def.name)) {
+                on_progress(&line);
+            }
+            t.warmed = warmed;
+        }
     }
 
     /// As [`start`](Self::start), with Redis and Toxiproxy in containers: one Toxiproxy
@@ -234,7 +265,7 @@ impl World {
             scenario,
             root,
             log_dir,
-            http: reqwest::Client::new(),
+            http: launch_client(),
         };
         for (index, def) in defs.iter().enumerate() {
             on_progress(&format!(
@@ -251,16 +282,10 @@ impl World {
                 .create_proxy(&def.name, listener.inside, redis.upstream)
                 .await?;
             world
-                .add_target(
-                    def,
-                    &launch,
-                    listener.host,
-                    (None, redis.addr),
-                    None,
-                    &mut on_progress,
-                )
+                .add_target(def, &launch, listener.host, (None, redis.addr), None)
                 .await?;
         }
+        world.warm_up(&launch.http, &mut on_progress).await;
         world.containers = Some(containers);
         Ok(world)
     }
@@ -275,7 +300,6 @@ impl World {
         proxy_addr: SocketAddr,
         (redis, redis_addr): (Option<SharedRedis>, SocketAddr),
         replicated: Option<Replicated>,
-        on_progress: &mut impl FnMut(&str),
     ) -> Result<(), RunError> {
         let fleet_launch = FleetLaunch {
             root: launch.root.to_owned(),
@@ -299,13 +323,6 @@ impl World {
             warmed: None,
         });
         started?;
-        let warmed = warm_up(def, &fleet, &launch.http).await;
-        if let Some(line) = warmed.summary(&def.name) {
-            on_progress(&line);
-        }
-        if let Some(t) = self.targets.last_mut() {
-            t.warmed = Some(warmed);
-        }
         Ok(())
     }
 

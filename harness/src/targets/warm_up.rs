@@ -4,12 +4,12 @@
 //! round, and, for a service that takes longer (a JVM), to keep going until its answers
 //! settle.
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use serde::Deserialize;
 
-use super::fleet::Fleet;
 use super::manifest::TargetDef;
 use crate::identity;
 
@@ -26,11 +26,15 @@ pub(crate) struct RawWarmUp {
 /// warm-up, 15 of its first 145 requests timed out their 20 ms Redis budget.
 const DEFAULT_REQUESTS: u32 = 20;
 const MAX_REQUESTS: u32 = 10_000;
+/// However many rounds, a warm-up ends by then: an instance that takes connections and never
+/// answers cannot hold the run.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
-const MAX_SETTLED_BELOW: Duration = Duration::from_secs(10);
-/// One warm-up request waits this long at most: a hung instance cannot hold the run.
+/// One warm-up request waits this long at most; one that got no answer in time, or no answer
+/// at all, counts as this long.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// Below [`REQUEST_TIMEOUT`], so that an instance that never answers never looks settled.
+const MAX_SETTLED_BELOW: Duration = Duration::from_secs(1);
 /// From a caller no tenant uses (by header; by address, failmode's own, 127.0.0.1, which no
 /// tenant has; see [`crate::identity`]).
 const CALLER: &str = "failmode-warm-up";
@@ -40,14 +44,10 @@ const CALLER: &str = "failmode-warm-up";
 pub struct WarmUp {
     /// Requests per instance per round, one after another.
     pub requests: u32,
-    /// Rounds until the answers settle; `None`: one round.
-    pub until: Option<Settled>,
-}
-
-/// Warmed up once a round's median answer took less than `below`, or `timeout` has passed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Settled {
-    pub below: Duration,
+    /// Rounds go on until a whole round's median answer took less than this; `None`: one
+    /// round.
+    pub settled_below: Option<Duration>,
+    /// The warm-up ends by then, settled or not.
     pub timeout: Duration,
 }
 
@@ -55,7 +55,8 @@ impl Default for WarmUp {
     fn default() -> Self {
         Self {
             requests: DEFAULT_REQUESTS,
-            until: None,
+            settled_below: None,
+            timeout: DEFAULT_TIMEOUT,
         }
     }
 }
@@ -83,24 +84,30 @@ pub(crate) fn parse(raw: Option<&RawWarmUp>) -> Result<WarmUp, String> {
         }
         Ok(d)
     };
-    let until = match (&raw.settled_below, &raw.timeout) {
-        (None, None) => None,
-        (None, Some(_)) => {
-            return Err(
-                "warm_up.timeout is set without warm_up.settled_below: the timeout bounds the \
-                 rounds until the answers settle; one round has no timeout to bound"
-                    .into(),
-            );
-        }
-        (Some(below), timeout) => Some(Settled {
-            below: duration("settled_below", below, MAX_SETTLED_BELOW)?,
-            timeout: match timeout {
-                Some(t) => duration("timeout", t, MAX_TIMEOUT)?,
-                None => DEFAULT_TIMEOUT,
-            },
-        }),
-    };
-    Ok(WarmUp { requests, until })
+    let settled_below = raw
+        .settled_below
+        .as_deref()
+        .map(|t| duration("settled_below", t, MAX_SETTLED_BELOW))
+        .transpose()?;
+    let timeout = raw
+        .timeout
+        .as_deref()
+        .map(|t| duration("timeout", t, MAX_TIMEOUT))
+        .transpose()?
+        .unwrap_or(DEFAULT_TIMEOUT);
+    if let Some(below) = settled_below.filter(|b| timeout < *b) {
+        return Err(format!(
+            "warm_up.timeout ({}) is shorter than warm_up.settled_below ({}): no round could \
+             settle in it",
+            humantime::format_duration(timeout),
+            humantime::format_duration(below)
+        ));
+    }
+    Ok(WarmUp {
+        requests,
+        settled_below,
+        timeout,
+    })
 }
 
 /// What one instance's warm-up came to.
@@ -108,8 +115,12 @@ pub(crate) fn parse(raw: Option<&RawWarmUp>) -> Result<WarmUp, String> {
 pub struct InstanceWarmUp {
     pub index: usize,
     pub requests: u64,
-    /// The last round's median answer (a request that got no answer counts as its wait).
+    /// Requests that got no answer (refused, reset, timed out), each counted as
+    /// [`REQUEST_TIMEOUT`] in its round's median.
+    pub unanswered: u64,
+    /// The median answer of its last whole round, or of the part of one the timeout left.
     pub last_median: Duration,
+    /// Whether a whole round settled (always, for one round without `settled_below`).
     pub settled: bool,
 }
 
@@ -124,37 +135,41 @@ pub struct WarmedUp {
 impl WarmedUp {
     /// One line for the run's progress, for a target that warms up until it settles.
     pub fn summary(&self, target: &str) -> Option<String> {
-        let until = self.settings.until?;
+        let below = self.settings.settled_below?;
         let requests: u64 = self.instances.iter().map(|i| i.requests).sum();
+        let unanswered: u64 = self.instances.iter().map(|i| i.unanswered).sum();
         let slowest = self.instances.iter().map(|i| i.last_median).max()?;
         Some(format!(
-            "warmed up {target}: {requests} requests over {:.1} s, the slowest instance's last \
-             round {:.1} ms at the median ({} settled below {})",
+            "warmed up {target}: {requests} requests{} over {:.1} s, the slowest instance's \
+             last round {:.1} ms at the median ({} settled below {})",
+            match unanswered {
+                0 => String::new(),
+                n => format!(" ({n} unanswered)"),
+            },
             self.took.as_secs_f64(),
             ms(slowest),
             match self.unsettled().count() {
                 0 => "all".to_owned(),
                 n => format!("{} of {}", self.instances.len() - n, self.instances.len()),
             },
-            humantime::format_duration(until.below),
+            humantime::format_duration(below),
         ))
     }
 
-    /// Why the first phase may measure a service still warming up, if it may.
+    /// Which instances had not settled, and how slow they still were, if any had not.
     pub fn trouble(&self) -> Option<String> {
-        let until = self.settings.until?;
         let unsettled: Vec<String> = self
             .unsettled()
             .map(|i| format!("{:.1} ms on instance {}", ms(i.last_median), i.index))
             .collect();
+        let below = self.settings.settled_below?;
         (!unsettled.is_empty()).then(|| {
             format!(
-                "still warming up when the load started: after {:.1} s of warm-up, its last \
-                 round's median answer was {} (its manifest's warm_up.settled_below is {}), so \
-                 the first phase measures a service that is still warming up",
+                "still warming up after {:.1} s of warm-up: its last round's median answer was \
+                 {} (its manifest's warm_up.settled_below is {})",
                 self.took.as_secs_f64(),
                 unsettled.join(", "),
-                humantime::format_duration(until.below),
+                humantime::format_duration(below),
             )
         })
     }
@@ -168,17 +183,25 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Warms up every running instance of `fleet` at once, each as `def.warm_up` says.
-pub async fn warm_up(def: &TargetDef, fleet: &Fleet, http: &reqwest::Client) -> WarmedUp {
+/// Warms up `instances` (index, address) of `def` at once, each as `def.warm_up` says.
+pub async fn warm_up(
+    def: &TargetDef,
+    instances: &[(usize, SocketAddr)],
+    http: &reqwest::Client,
+) -> WarmedUp {
     let began = Instant::now();
     let settings = def.warm_up;
-    let instances = join_all(fleet.running().into_iter().map(|i| async move {
-        let url = format!("http://{}{}", i.addr, def.request_path);
-        let deadline = settings.until.map(|u| began + u.timeout);
+    let deadline = began + settings.timeout;
+    let instances = join_all(instances.iter().map(|&(index, addr)| async move {
+        let url = format!("http://{addr}{}", def.request_path);
         let mut requests = 0;
+        let mut unanswered = 0;
         loop {
             let mut round = Vec::with_capacity(settings.requests as usize);
             for _ in 0..settings.requests {
+                if Instant::now() >= deadline {
+                    break;
+                }
                 let sent = Instant::now();
                 let request = http.get(&url);
                 // Its connection comes from 127.0.0.1 (the client binds nothing), so a target
@@ -187,21 +210,33 @@ pub async fn warm_up(def: &TargetDef, fleet: &Fleet, http: &reqwest::Client) -> 
                     Some((name, value)) => request.header(name, value),
                     None => request,
                 };
-                // Not judged: whatever the answer, the time it took is the point.
-                let _ = request.timeout(REQUEST_TIMEOUT).send().await;
-                round.push(sent.elapsed());
+                // Whatever the status, the time it took is the point.
+                let took = match request.timeout(REQUEST_TIMEOUT).send().await {
+                    Ok(_) => sent.elapsed(),
+                    Err(_) => {
+                        unanswered += 1;
+                        REQUEST_TIMEOUT
+                    }
+                };
+                round.push(took);
                 requests += 1;
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    break;
-                }
             }
+            let whole = round.len() == settings.requests as usize;
             round.sort_unstable();
-            let last_median = round[round.len() / 2];
-            let settled = settings.until.is_none_or(|u| last_median < u.below);
-            if settled || deadline.is_some_and(|d| Instant::now() >= d) {
+            let last_median = round
+                .get(round.len() / 2)
+                .copied()
+                .unwrap_or(REQUEST_TIMEOUT);
+            // Only a whole round is judged: the few answers a timeout leaves of one say little.
+            let settled = match settings.settled_below {
+                None => true,
+                Some(below) => whole && last_median < below,
+            };
+            if settled || Instant::now() >= deadline {
                 return InstanceWarmUp {
-                    index: i.index,
+                    index,
                     requests,
+                    unanswered,
                     last_median,
                     settled,
                 };
@@ -227,12 +262,13 @@ mod tests {
     }
 
     #[test]
-    fn no_section_is_one_round_of_twenty() {
+    fn no_section_is_one_round_of_twenty_within_a_minute() {
         assert_eq!(
             parse(None).unwrap(),
             WarmUp {
                 requests: 20,
-                until: None
+                settled_below: None,
+                timeout: Duration::from_secs(60),
             }
         );
     }
@@ -241,15 +277,13 @@ mod tests {
     fn settled_below_keeps_rounds_going_for_a_minute_unless_told() {
         let w = parse(Some(&raw("requests = 50\nsettled_below = \"10ms\""))).unwrap();
         assert_eq!(w.requests, 50);
-        assert_eq!(
-            w.until,
-            Some(Settled {
-                below: Duration::from_millis(10),
-                timeout: Duration::from_secs(60)
-            })
-        );
+        assert_eq!(w.settled_below, Some(Duration::from_millis(10)));
+        assert_eq!(w.timeout, Duration::from_secs(60));
         let w = parse(Some(&raw("settled_below = \"5ms\"\ntimeout = \"2m\""))).unwrap();
-        assert_eq!(w.until.unwrap().timeout, Duration::from_secs(120));
+        assert_eq!(w.timeout, Duration::from_secs(120));
+        // A timeout alone bounds the one round.
+        let w = parse(Some(&raw("requests = 500\ntimeout = \"5s\""))).unwrap();
+        assert_eq!((w.settled_below, w.timeout), (None, Duration::from_secs(5)));
     }
 
     #[test]
@@ -257,16 +291,17 @@ mod tests {
         for (text, key) in [
             ("requests = 0", "warm_up.requests = 0"),
             ("requests = 10001", "warm_up.requests = 10001"),
-            ("timeout = \"5s\"", "warm_up.timeout is set without"),
             ("settled_below = \"0ms\"", "warm_up.settled_below = \"0ms\""),
-            ("settled_below = \"11s\"", "warm_up.settled_below = \"11s\""),
+            // An instance that never answers takes the request timeout, 2 s, every time.
+            ("settled_below = \"2s\"", "warm_up.settled_below = \"2s\""),
             (
                 "settled_below = \"fast\"",
                 "warm_up.settled_below = \"fast\"",
             ),
+            ("timeout = \"11m\"", "warm_up.timeout = \"11m\""),
             (
-                "settled_below = \"1ms\"\ntimeout = \"11m\"",
-                "warm_up.timeout = \"11m\"",
+                "settled_below = \"500ms\"\ntimeout = \"100ms\"",
+                "warm_up.timeout (100ms) is shorter than warm_up.settled_below (500ms)",
             ),
         ] {
             let e = parse(Some(&raw(text))).unwrap_err();
@@ -274,11 +309,12 @@ mod tests {
         }
     }
 
-    fn warmed(until: Option<Settled>, medians: &[(u64, bool)]) -> WarmedUp {
+    fn warmed(settled_below: Option<Duration>, medians: &[(u64, bool)]) -> WarmedUp {
         WarmedUp {
             settings: WarmUp {
                 requests: 20,
-                until,
+                settled_below,
+                timeout: Duration::from_secs(60),
             },
             took: Duration::from_millis(2500),
             instances: medians
@@ -287,6 +323,7 @@ mod tests {
                 .map(|(index, &(ms, settled))| InstanceWarmUp {
                     index,
                     requests: 40,
+                    unanswered: u64::from(!settled),
                     last_median: Duration::from_millis(ms),
                     settled,
                 })
@@ -294,21 +331,20 @@ mod tests {
         }
     }
 
-    const TEN_MS: Settled = Settled {
-        below: Duration::from_millis(10),
-        timeout: Duration::from_secs(60),
-    };
+    const TEN_MS: Option<Duration> = Some(Duration::from_millis(10));
 
     #[test]
     fn an_unsettled_instance_is_named_with_its_median_and_a_settled_target_says_nothing() {
-        let w = warmed(Some(TEN_MS), &[(4, true), (35, false)]);
+        let w = warmed(TEN_MS, &[(4, true), (35, false)]);
         let trouble = w.trouble().unwrap();
         assert!(trouble.contains("was 35.0 ms on instance 1 ("), "{trouble}");
         assert!(trouble.contains("settled_below is 10ms"), "{trouble}");
-        assert!(w.summary("x").unwrap().contains("1 of 2 settled"));
-        let w = warmed(Some(TEN_MS), &[(4, true), (6, true)]);
+        let summary = w.summary("x").unwrap();
+        assert!(summary.contains("80 requests (1 unanswered)"), "{summary}");
+        assert!(summary.contains("1 of 2 settled"), "{summary}");
+        let w = warmed(TEN_MS, &[(4, true), (6, true)]);
         assert_eq!(w.trouble(), None);
-        assert!(w.summary("x").unwrap().contains("80 requests"));
+        assert!(w.summary("x").unwrap().contains("80 requests over"));
         // One round, as asked: nothing to say either way.
         let w = warmed(None, &[(400, true)]);
         assert_eq!((w.trouble(), w.summary("x")), (None, None));

@@ -212,6 +212,15 @@ impl TryFrom<Args> for Config {
                     format!("{}: a refusal is a 4xx or 5xx status", args.refuse_status),
                 )
             })?;
+        if (args.cold_warm_ups == 0) != (args.cold_delay_ms == 0) {
+            return Err(invalid(
+                "FAILMODE_ORACLE_COLD_WARM_UPS (--cold-warm-ups)",
+                format!(
+                    "{} with FAILMODE_ORACLE_COLD_DELAY_MS {}: set both, or neither",
+                    args.cold_warm_ups, args.cold_delay_ms
+                ),
+            ));
+        }
         Ok(Self {
             listen: SocketAddr::new(args.bind, args.port),
             key,
@@ -289,6 +298,15 @@ mod tests {
         assert_eq!(config.refuse_status, 429);
         let config = parse(&["--refuse-status", "503"]).unwrap();
         assert_eq!(config.refuse_status, 503);
+        assert_eq!(config.cold, Cold::default());
+        let config = parse(&["--cold-warm-ups", "60", "--cold-delay-ms", "15"]).unwrap();
+        assert_eq!(
+            config.cold,
+            Cold {
+                warm_ups: 60,
+                delay: Duration::from_millis(15)
+            }
+        );
     }
 
     #[test]
@@ -301,7 +319,9 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_variable() {
-        let cases: [(&[&str], &str); 8] = [
+        let cases: [(&[&str], &str); 10] = [
+            (&["--cold-warm-ups", "5"], "FAILMODE_ORACLE_COLD_WARM_UPS"),
+            (&["--cold-delay-ms", "5"], "set both, or neither"),
             (&["--refuse-status", "200"], "FAILMODE_ORACLE_REFUSE_STATUS"),
             (
                 &["--refuse-status", "1000"],

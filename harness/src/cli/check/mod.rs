@@ -293,7 +293,8 @@ async fn probe(
     fleet: &Fleet,
     http: &reqwest::Client,
 ) -> Vec<Finding> {
-    let warmed = crate::targets::warm_up::warm_up(def, fleet, http).await;
+    let instances: Vec<_> = fleet.running().iter().map(|i| (i.index, i.addr)).collect();
+    let warmed = crate::targets::warm_up::warm_up(def, &instances, http).await;
     if let Some(line) = warmed.summary(&def.name) {
         println!("{line}");
     }
