@@ -141,7 +141,7 @@ impl WarmedUp {
         let slowest = self.instances.iter().map(|i| i.last_median).max()?;
         Some(format!(
             "warmed up {target}: {requests} requests{} over {:.1} s, the slowest instance's \
-             last round {:.1} ms at the median ({} settled below {})",
+             last round {:.2} ms at the median ({} settled below {})",
             match unanswered {
                 0 => String::new(),
                 n => format!(" ({n} unanswered)"),
@@ -160,7 +160,7 @@ impl WarmedUp {
     pub fn trouble(&self) -> Option<String> {
         let unsettled: Vec<String> = self
             .unsettled()
-            .map(|i| format!("{:.1} ms on instance {}", ms(i.last_median), i.index))
+            .map(|i| format!("{:.2} ms on instance {}", ms(i.last_median), i.index))
             .collect();
         let below = self.settings.settled_below?;
         (!unsettled.is_empty()).then(|| {
@@ -337,7 +337,10 @@ mod tests {
     fn an_unsettled_instance_is_named_with_its_median_and_a_settled_target_says_nothing() {
         let w = warmed(TEN_MS, &[(4, true), (35, false)]);
         let trouble = w.trouble().unwrap();
-        assert!(trouble.contains("was 35.0 ms on instance 1 ("), "{trouble}");
+        assert!(
+            trouble.contains("was 35.00 ms on instance 1 ("),
+            "{trouble}"
+        );
         assert!(trouble.contains("settled_below is 10ms"), "{trouble}");
         let summary = w.summary("x").unwrap();
         assert!(summary.contains("80 requests (1 unanswered)"), "{summary}");
