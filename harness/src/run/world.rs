@@ -23,7 +23,7 @@ use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::load::Rotation;
 use crate::results::Event;
 use crate::scenario::{RedisTopology, Scenario};
-use crate::targets::warm_up::{WarmedUp, warm_up};
+use crate::targets::warm_up::{Aim, WarmedUp, warm_up};
 use crate::targets::{Fleet, FleetLaunch, TargetDef};
 
 /// The client of readiness probes and warm-ups: loopback only, never through a proxy the
@@ -222,7 +222,18 @@ impl World {
         let warmed = join_all(self.targets.iter().map(|t| async move {
             let fleet = t.fleet.as_ref()?;
             let instances: Vec<_> = fleet.running().iter().map(|i| (i.index, i.addr)).collect();
-            Some(warm_up(&t.def, &instances, http).await)
+            Some(
+                warm_up(
+                    t.def.warm_up,
+                    Aim {
+                        path: &t.def.request_path,
+                        caller: &t.def.caller,
+                    },
+                    &instances,
+                    http,
+                )
+                .await,
+            )
         }))
         .await;
         for (t, warmed) in self.targets.iter_mut().zip(warmed) {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 
 use super::manifest::SentinelEndpoint;
-use super::warm_up::{WarmedUp, warm_up};
+use super::warm_up::{Aim, WarmedUp, warm_up};
 use super::{Instance, Launch, TargetDef, TargetError, start_instance};
 use crate::infra::InfraError;
 use crate::load::Rotation;
@@ -147,7 +147,18 @@ impl Fleet {
         let warmed = match warm {
             Warm::First if !ready.is_empty() => {
                 let addrs: Vec<_> = ready.iter().map(|i| (i.index, i.addr)).collect();
-                Some(warm_up(&self.def, &addrs, &self.http).await)
+                Some(
+                    warm_up(
+                        self.def.warm_up,
+                        Aim {
+                            path: &self.def.request_path,
+                            caller: &self.def.caller,
+                        },
+                        &addrs,
+                        &self.http,
+                    )
+                    .await,
+                )
             }
             _ => None,
         };

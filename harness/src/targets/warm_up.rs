@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use serde::Deserialize;
 
-use super::manifest::TargetDef;
-use crate::identity;
+use crate::identity::{self, CallerIdentity};
 
 /// `[warm_up]` in a target manifest.
 #[derive(Debug, Deserialize)]
@@ -183,17 +182,24 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Warms up `instances` (index, address) of `def` at once, each as `def.warm_up` says.
+/// Where a target's warm-up requests go: its request path, and how it tells callers apart.
+#[derive(Debug, Clone, Copy)]
+pub struct Aim<'a> {
+    pub path: &'a str,
+    pub caller: &'a CallerIdentity,
+}
+
+/// Warms up `instances` (index, address) of a target at once, each as `settings` say.
 pub async fn warm_up(
-    def: &TargetDef,
+    settings: WarmUp,
+    aim: Aim<'_>,
     instances: &[(usize, SocketAddr)],
     http: &reqwest::Client,
 ) -> WarmedUp {
     let began = Instant::now();
-    let settings = def.warm_up;
     let deadline = began + settings.timeout;
     let instances = join_all(instances.iter().map(|&(index, addr)| async move {
-        let url = format!("http://{addr}{}", def.request_path);
+        let url = format!("http://{addr}{}", aim.path);
         let mut requests = 0;
         let mut unanswered = 0;
         loop {
@@ -206,7 +212,7 @@ pub async fn warm_up(
                 let request = http.get(&url);
                 // Its connection comes from 127.0.0.1 (the client binds nothing), so a target
                 // that tells callers by source address sees failmode's own address too.
-                let request = match def.caller.naming_header(CALLER, identity::OWN_ADDRESS) {
+                let request = match aim.caller.naming_header(CALLER, identity::OWN_ADDRESS) {
                     Some((name, value)) => request.header(name, value),
                     None => request,
                 };
