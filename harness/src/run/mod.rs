@@ -135,10 +135,7 @@ pub async fn run(
             .map(world::TargetWorld::warm_up_events)
             .collect::<Vec<_>>(),
     );
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap_or_default();
+    let http = targets::loopback_client();
     say.line(&plan::announce(scenario, &defs, &names));
     let started = record::started(
         &opts,

@@ -23,17 +23,8 @@ use crate::infra::{RedisServer, ToxiproxyServer};
 use crate::load::Rotation;
 use crate::results::Event;
 use crate::scenario::{RedisTopology, Scenario};
-use crate::targets::warm_up::{Aim, WarmedUp, warm_up};
-use crate::targets::{Fleet, FleetLaunch, TargetDef};
-
-/// The client of readiness probes and warm-ups: loopback only, never through a proxy the
-/// environment names, as the load's own.
-fn launch_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap_or_default()
-}
+use crate::targets::warm_up::{WarmedUp, warm_up};
+use crate::targets::{self, Fleet, FleetLaunch, TargetDef};
 
 /// One target's slice of the world.
 #[derive(Debug)]
@@ -157,7 +148,7 @@ impl World {
             scenario,
             root,
             log_dir,
-            http: launch_client(),
+            http: targets::loopback_client(),
         };
         for def in defs {
             on_progress(&format!(
@@ -222,18 +213,7 @@ impl World {
         let warmed = join_all(self.targets.iter().map(|t| async move {
             let fleet = t.fleet.as_ref()?;
             let instances: Vec<_> = fleet.running().iter().map(|i| (i.index, i.addr)).collect();
-            Some(
-                warm_up(
-                    t.def.warm_up,
-                    Aim {
-                        path: &t.def.request_path,
-                        caller: &t.def.caller,
-                    },
-                    &instances,
-                    http,
-                )
-                .await,
-            )
+            Some(warm_up(t.def.warm_up, t.def.warm_up_aim(), &instances, http).await)
         }))
         .await;
         for (t, warmed) in self.targets.iter_mut().zip(warmed) {
@@ -276,7 +256,7 @@ impl World {
             scenario,
             root,
             log_dir,
-            http: launch_client(),
+            http: targets::loopback_client(),
         };
         for (index, def) in defs.iter().enumerate() {
             on_progress(&format!(

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 
 use super::manifest::SentinelEndpoint;
-use super::warm_up::{Aim, WarmedUp, warm_up};
 use super::{Instance, Launch, TargetDef, TargetError, start_instance};
 use crate::infra::InfraError;
 use crate::load::Rotation;
@@ -97,24 +96,13 @@ impl Fleet {
             rotation: Rotation::new(std::iter::empty()),
             changing: tokio::sync::Mutex::new(()),
         };
-        // Warmed by the run once every target has started (`crate::run::world`).
-        let result = fleet
-            .start_more(count as usize, count, Warm::Later)
-            .await
-            .map(drop);
+        let result = fleet.start_more(count as usize, count).await.map(drop);
         (fleet, result)
     }
 
     /// Starts `n` new instances configured with `instance_count`, all at once, and puts each
-    /// in rotation once ready (and, with [`Warm::First`], warmed up as the manifest says: an
-    /// instance added mid-run is warmed as the first ones were). On a failure the others are
-    /// still added. Returns their indexes and, when warmed, what the warm-up came to.
-    async fn start_more(
-        &self,
-        n: usize,
-        instance_count: u32,
-        warm: Warm,
-    ) -> Result<(Vec<usize>, Option<WarmedUp>), TargetError> {
+    /// in rotation once ready. On a failure the others are still added.
+    async fn start_more(&self, n: usize, instance_count: u32) -> Result<Vec<usize>, TargetError> {
         let first = {
             let mut next = self.next_index.lock().unwrap_or_else(|e| e.into_inner());
             let first = *next;
@@ -134,43 +122,23 @@ impl Fleet {
             (first..first + n).map(|index| start_instance(&self.def, index, &launch, &self.http)),
         )
         .await;
-        let mut ready = Vec::new();
+        let mut indexes = Vec::new();
         let mut first_error = None;
         for result in started {
             match result {
-                Ok(instance) => ready.push(instance),
+                Ok(instance) => {
+                    self.rotation.set(instance.index, instance.addr, true);
+                    indexes.push(instance.index);
+                    self.lock().push(instance);
+                }
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
             }
         }
-        let warmed = match warm {
-            Warm::First if !ready.is_empty() => {
-                let addrs: Vec<_> = ready.iter().map(|i| (i.index, i.addr)).collect();
-                Some(
-                    warm_up(
-                        self.def.warm_up,
-                        Aim {
-                            path: &self.def.request_path,
-                            caller: &self.def.caller,
-                        },
-                        &addrs,
-                        &self.http,
-                    )
-                    .await,
-                )
-            }
-            _ => None,
-        };
-        let mut indexes = Vec::new();
-        for instance in ready {
-            self.rotation.set(instance.index, instance.addr, true);
-            indexes.push(instance.index);
-            self.lock().push(instance);
-        }
         match first_error {
             Some(e) => Err(e),
-            None => Ok((indexes, warmed)),
+            None => Ok(indexes),
         }
     }
 
@@ -224,14 +192,11 @@ impl Fleet {
         let began = Instant::now();
         let now = self.lock().len();
         if to > now {
-            let (started, warmed) = self
-                .start_more(to - now, instance_count, Warm::First)
-                .await?;
+            let started = self.start_more(to - now, instance_count).await?;
             return Ok(format!(
                 "scaled out {now} → {to}: instances {} started (configured with instance count \
-                 {instance_count}), all ready{} and in rotation {} ms after",
+                 {instance_count}), all ready and in rotation {} ms after",
                 list(&started),
-                warmed_up(warmed.as_ref()),
                 began.elapsed().as_millis()
             ));
         }
@@ -301,12 +266,11 @@ impl Fleet {
             down.remove(at);
         }
         let began = Instant::now();
-        let (started, warmed) = self.start_more(1, self.configured, Warm::First).await?;
+        let started = self.start_more(1, self.configured).await?;
         Ok(Some(format!(
-            "instance {} started in place of instance {killed}, ready{} {} ms after: {} in \
+            "instance {} started in place of instance {killed}, ready {} ms after: {} in \
              rotation",
             list(&started),
-            warmed_up(warmed.as_ref()),
             began.elapsed().as_millis(),
             self.rotation.in_rotation()
         )))
@@ -325,32 +289,6 @@ async fn stop_all(instances: Vec<Instance>) {
         let _ = i.process.stop(STOP_GRACE).await;
     }))
     .await;
-}
-
-/// Whether new instances are warmed up before they join the rotation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Warm {
-    /// Mid-run: before they take load.
-    First,
-    /// At the start: the run warms every target's together once all have started.
-    Later,
-}
-
-/// How new instances' warm-up went, for the event that says they joined.
-fn warmed_up(warmed: Option<&WarmedUp>) -> String {
-    let Some(w) = warmed else {
-        return String::new();
-    };
-    let requests: u64 = w.instances.iter().map(|i| i.requests).sum();
-    let mut said = format!(
-        ", warmed up ({requests} requests over {:.1} s",
-        w.took.as_secs_f64()
-    );
-    if let Some(trouble) = w.trouble() {
-        said.push_str(&format!("; {trouble}"));
-    }
-    said.push(')');
-    said
 }
 
 fn list(indexes: &[usize]) -> String {

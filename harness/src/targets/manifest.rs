@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::warm_up::WarmUp;
+use super::warm_up::{Aim, WarmUp};
 use crate::identity::CallerIdentity;
 use crate::limits::{LimitSource, TargetLimit};
 
@@ -521,6 +521,14 @@ fn number(x: f64) -> String {
 }
 
 impl TargetDef {
+    /// Where its warm-up requests go.
+    pub fn warm_up_aim(&self) -> Aim<'_> {
+        Aim {
+            path: &self.request_path,
+            caller: &self.caller,
+        }
+    }
+
     /// The header naming the caller, for a target that tells callers by header.
     pub fn caller_header(&self) -> Option<&str> {
         match &self.caller {

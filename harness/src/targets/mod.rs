@@ -13,6 +13,15 @@ use crate::infra::{ChildProcess, InfraError, free_port};
 pub use fleet::{Fleet, FleetError, FleetLaunch};
 pub use manifest::{ManifestError, SentinelEndpoint, TargetDef};
 
+/// The client of failmode's own requests to instances (readiness, warm-up, metrics reads):
+/// loopback only, never through a proxy the environment names (`HTTP_PROXY`), as the load's.
+pub fn loopback_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap_or_default()
+}
+
 /// How many times a start is retried on a fresh port when the probed one was taken meanwhile.
 const PORT_ATTEMPTS: usize = 3;
 

@@ -46,7 +46,8 @@ pub struct WarmUp {
     /// Rounds go on until a whole round's median answer took less than this; `None`: one
     /// round.
     pub settled_below: Option<Duration>,
-    /// The warm-up ends by then, settled or not.
+    /// No warm-up request is sent after this, settled or not (one sent just before may take
+    /// its 2 s).
     pub timeout: Duration,
 }
 
@@ -117,7 +118,8 @@ pub struct InstanceWarmUp {
     /// Requests that got no answer (refused, reset, timed out), each counted as
     /// [`REQUEST_TIMEOUT`] in its round's median.
     pub unanswered: u64,
-    /// The median answer of its last whole round, or of the part of one the timeout left.
+    /// The median answer of its last whole round, or, when none was whole, of the part of one
+    /// the timeout left.
     pub last_median: Duration,
     /// Whether a whole round settled (always, for one round without `settled_below`).
     pub settled: bool,
@@ -164,8 +166,8 @@ impl WarmedUp {
         let below = self.settings.settled_below?;
         (!unsettled.is_empty()).then(|| {
             format!(
-                "still warming up after {:.1} s of warm-up: its last round's median answer was \
-                 {} (its manifest's warm_up.settled_below is {})",
+                "still warming up after {:.1} s: its last whole round's median answer was {} \
+                 (its manifest's warm_up.settled_below is {})",
                 self.took.as_secs_f64(),
                 unsettled.join(", "),
                 humantime::format_duration(below),
@@ -202,12 +204,11 @@ pub async fn warm_up(
         let url = format!("http://{addr}{}", aim.path);
         let mut requests = 0;
         let mut unanswered = 0;
+        // The median of the last whole round, once there is one.
+        let mut last_whole = None;
         loop {
             let mut round = Vec::with_capacity(settings.requests as usize);
-            for _ in 0..settings.requests {
-                if Instant::now() >= deadline {
-                    break;
-                }
+            while round.len() < settings.requests as usize && Instant::now() < deadline {
                 let sent = Instant::now();
                 let request = http.get(&url);
                 // Its connection comes from 127.0.0.1 (the client binds nothing), so a target
@@ -216,34 +217,38 @@ pub async fn warm_up(
                     Some((name, value)) => request.header(name, value),
                     None => request,
                 };
-                // Whatever the status, the time it took is the point.
-                let took = match request.timeout(REQUEST_TIMEOUT).send().await {
-                    Ok(_) => sent.elapsed(),
-                    Err(_) => {
-                        unanswered += 1;
-                        REQUEST_TIMEOUT
-                    }
+                // Whatever the status, the whole answer's time is the point; its body read so
+                // that the connection is kept for the next, as the load's are.
+                let answered = match request.timeout(REQUEST_TIMEOUT).send().await {
+                    Ok(response) => response.bytes().await.is_ok(),
+                    Err(_) => false,
                 };
-                round.push(took);
+                round.push(if answered {
+                    sent.elapsed()
+                } else {
+                    unanswered += 1;
+                    REQUEST_TIMEOUT
+                });
                 requests += 1;
             }
-            let whole = round.len() == settings.requests as usize;
             round.sort_unstable();
-            let last_median = round
-                .get(round.len() / 2)
-                .copied()
-                .unwrap_or(REQUEST_TIMEOUT);
-            // Only a whole round is judged: the few answers a timeout leaves of one say little.
+            let median = round.get(round.len() / 2).copied();
+            let whole = round.len() == settings.requests as usize;
+            if whole {
+                last_whole = median;
+            }
+            // Only a whole round is judged: the few answers the timeout leaves of one say
+            // little, and are reported only when no round was whole.
             let settled = match settings.settled_below {
                 None => true,
-                Some(below) => whole && last_median < below,
+                Some(below) => whole && median.is_some_and(|m| m < below),
             };
             if settled || Instant::now() >= deadline {
                 return InstanceWarmUp {
                     index,
                     requests,
                     unanswered,
-                    last_median,
+                    last_median: last_whole.or(median).unwrap_or(REQUEST_TIMEOUT),
                     settled,
                 };
             }

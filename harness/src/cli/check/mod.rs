@@ -30,7 +30,6 @@ use super::signals::Signals;
 use crate::infra::redis::commands_executed;
 use crate::infra::{InfraError, RedisServer};
 use crate::project::Project;
-use crate::targets::warm_up::Aim;
 use crate::targets::{Fleet, FleetLaunch, ManifestError, TargetDef, TargetError};
 
 /// The limit a check starts the target with unless `--limit` says otherwise: small, so a
@@ -248,7 +247,7 @@ async fn examine(
     root: &Path,
     log_dir: &Path,
 ) -> Result<Vec<Finding>, CheckError> {
-    let http = reqwest::Client::new();
+    let http = crate::targets::loopback_client();
     let launch = FleetLaunch {
         root: root.to_owned(),
         log_dir: log_dir.to_owned(),
@@ -295,16 +294,8 @@ async fn probe(
     http: &reqwest::Client,
 ) -> Vec<Finding> {
     let instances: Vec<_> = fleet.running().iter().map(|i| (i.index, i.addr)).collect();
-    let warmed = crate::targets::warm_up::warm_up(
-        def.warm_up,
-        Aim {
-            path: &def.request_path,
-            caller: &def.caller,
-        },
-        &instances,
-        http,
-    )
-    .await;
+    let warmed =
+        crate::targets::warm_up::warm_up(def.warm_up, def.warm_up_aim(), &instances, http).await;
     if let Some(line) = warmed.summary(&def.name) {
         println!("{line}");
     }
