@@ -573,6 +573,14 @@ fn a_warm_up_goes_on_until_answers_settle_and_a_target_that_never_settles_is_not
             .find(|l| l.starts_with(&format!("warmed up {target}: ")))
             .unwrap_or_else(|| panic!("no warm-up line for {target}: {stderr}"))
     };
+    // Said before the wait, which can last the timeout.
+    assert!(
+        stderr.contains(
+            "warming up oracle-cold: rounds of 10 requests per instance until a round's median \
+             answer is under 10ms, for at most 3s"
+        ),
+        "{stderr}"
+    );
     let cold = line("oracle-cold");
     assert!(
         cold.starts_with(&format!("warmed up oracle-cold: {settled} requests over"))

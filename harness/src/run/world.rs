@@ -205,11 +205,16 @@ impl World {
         Ok(world)
     }
 
-    /// Warms every target's instances up, all targets at once once all have started (a
+    /// Warms every target's instances up, all targets together after the last has started (a
     /// target warmed before the next started would wait, warm, for the others, and the next
     /// would warm beside their start-up), and says how the targets that warm until settled
     /// did.
     async fn warm_up(&mut self, http: &reqwest::Client, on_progress: &mut impl FnMut(&str)) {
+        for t in &self.targets {
+            if let Some(line) = t.def.warm_up.announce(&t.def.name) {
+                on_progress(&line);
+            }
+        }
         let warmed = join_all(self.targets.iter().map(|t| async move {
             let fleet = t.fleet.as_ref()?;
             let instances: Vec<_> = fleet.running().iter().map(|i| (i.index, i.addr)).collect();

@@ -61,6 +61,21 @@ impl Default for WarmUp {
     }
 }
 
+impl WarmUp {
+    /// One line before a warm-up that goes on until settled, which may take up to its
+    /// timeout: what the wait is for.
+    pub fn announce(&self, target: &str) -> Option<String> {
+        let below = self.settled_below?;
+        Some(format!(
+            "warming up {target}: rounds of {} requests per instance until a round's median \
+             answer is under {}, for at most {}",
+            self.requests,
+            humantime::format_duration(below),
+            humantime::format_duration(self.timeout)
+        ))
+    }
+}
+
 /// Checks `[warm_up]`: errors name the key and say what is wanted.
 pub(crate) fn parse(raw: Option<&RawWarmUp>) -> Result<WarmUp, String> {
     let Some(raw) = raw else {
@@ -166,7 +181,7 @@ impl WarmedUp {
         let below = self.settings.settled_below?;
         (!unsettled.is_empty()).then(|| {
             format!(
-                "still warming up after {:.1} s: its last whole round's median answer was {} \
+                "still warming up after {:.1} s: its last round's median answer was {} \
                  (its manifest's warm_up.settled_below is {})",
                 self.took.as_secs_f64(),
                 unsettled.join(", "),
@@ -362,5 +377,12 @@ mod tests {
         // One round, as asked: nothing to say either way.
         let w = warmed(None, &[(400, true)]);
         assert_eq!((w.trouble(), w.summary("x")), (None, None));
+        assert_eq!(w.settings.announce("x"), None);
+        let w = parse(Some(&raw("requests = 50\nsettled_below = \"10ms\""))).unwrap();
+        assert_eq!(
+            w.announce("x").unwrap(),
+            "warming up x: rounds of 50 requests per instance until a round's median answer \
+             is under 10ms, for at most 1m"
+        );
     }
 }

@@ -293,6 +293,9 @@ async fn probe(
     fleet: &Fleet,
     http: &reqwest::Client,
 ) -> Vec<Finding> {
+    if let Some(line) = def.warm_up.announce(&def.name) {
+        println!("{line}");
+    }
     let instances: Vec<_> = fleet.running().iter().map(|i| (i.index, i.addr)).collect();
     let warmed =
         crate::targets::warm_up::warm_up(def.warm_up, def.warm_up_aim(), &instances, http).await;
