@@ -213,7 +213,11 @@ async fn two_workers_merged_measure_what_one_process_running_the_whole_schedule_
             assert_eq!(x.counts.errors_5xx() + x.counts.transport_error, 0, "{at}");
         }
         // Latency is measured anew in each run, so it matches to the machine's noise, not
-        // exactly: under the 5 ms toxic both are 5–7 ms.
+        // exactly: under the 5 ms toxic both are 5–7 ms at the median. The merge's own
+        // exactness is proven below on its histograms; this only catches a gross error (a
+        // unit, a wrong start instant), not a spell of the shared machine in one of the runs:
+        // a fresh-clone CI run (2026-12-03) measured p90 10.2 ms alone and 8.4 ms merged, so
+        // the bar is 1.5 ms or 30 % of the smaller, whichever is more.
         let (s, x) = (
             tenant_in(&single, "reference", phase, "all"),
             tenant_in(&m, "reference", phase, "all"),
@@ -224,7 +228,10 @@ async fn two_workers_merged_measure_what_one_process_running_the_whole_schedule_
                 (s.latency_us.unwrap().p90, x.latency_us.unwrap().p90),
             ] {
                 assert!(a > 5_000 && b > 5_000, "{s:?} {x:?}");
-                assert!(a.abs_diff(b) < 1_500, "p50/p90 {a} vs {b} µs");
+                assert!(
+                    a.abs_diff(b) < 1_500.max(a.min(b) * 3 / 10),
+                    "p50/p90 {a} vs {b} µs"
+                );
             }
         }
     }
