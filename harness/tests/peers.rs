@@ -304,7 +304,7 @@ const REDIS_BUDGET_US: u64 = 20_000;
 /// the load generator itself sent late), and a later run may find it quiet. A target still
 /// cold is not such a spell: Spring's four JVMs, warmed with 20 requests each, answered the
 /// 3 s healthy phase at 58 ms at the median in all four runs on CI (here 15.7 ms in the first
-/// 2 s, then 4-5 ms), so its manifest now warms them until they answer under 10 ms, and a run
+/// 2 s, then 4-6 ms), so its manifest now warms them until they answer under 10 ms, and a run
 /// whose warm-up did not settle says so in a note that fails the check.
 const ATTEMPTS: usize = 4;
 

@@ -252,16 +252,17 @@ mod tests {
         assert!(matches!(err, InitError::BadName(_)), "{err}");
     }
 
-    #[test]
-    fn a_template_starts_the_manifest_from_a_peer_s_settings() {
+    /// A project in a fresh folder with target `name` written from peer `template`.
+    fn from_template(name: &str, template: &str) -> (tempfile::TempDir, Project, Written) {
         let dir = tempfile::tempdir().unwrap();
         let project = Project::at(dir.path());
-        let written = init(
-            dir.path(),
-            &project,
-            &args(Some("api"), Some("express-rate-limit")),
-        )
-        .unwrap();
+        let written = init(dir.path(), &project, &args(Some(name), Some(template))).unwrap();
+        (dir, project, written)
+    }
+
+    #[test]
+    fn a_template_starts_the_manifest_from_a_peer_s_settings() {
+        let (dir, project, written) = from_template("api", "express-rate-limit");
         let defs = crate::targets::manifest::read(&written.manifest).unwrap();
         assert_eq!(defs.len(), 1);
         let def = &defs[0];
@@ -283,14 +284,7 @@ mod tests {
 
     #[test]
     fn a_template_keeps_the_peer_s_warm_up_until_settled() {
-        let dir = tempfile::tempdir().unwrap();
-        let project = Project::at(dir.path());
-        let written = init(
-            dir.path(),
-            &project,
-            &args(Some("gateway"), Some("spring-cloud-gateway")),
-        )
-        .unwrap();
+        let (_dir, project, written) = from_template("gateway", "spring-cloud-gateway");
         let mine = crate::targets::manifest::read(&written.manifest).unwrap();
         let templates = project.templates().unwrap();
         let peer = &templates

@@ -124,11 +124,7 @@ caller_header = "x-caller"
 # compilation or lazy loading. By default one round of 20 per instance. For a service slow to
 # warm (a JVM), settled_below: rounds go on until each instance's median answer in a round is
 # under it, for at most `timeout` (a run whose target never settled says so in its notes).
-# [warm_up]
-# requests = 50
-# settled_below = "10ms"
-# timeout = "60s"
-
+{warm_up_example}
 # Optional: the limit your service enforces from its own configuration, when it does not take
 # {{limit}} from failmode. Over-admission, wrongful denial, the allowance and the recovery band
 # of this target are then judged against it (run.json records which limit each target was
@@ -144,6 +140,7 @@ caller_header = "x-caller"
 # fallback_counter = "ratelimit_fallback_total"
 "#,
         description = quoted(&format!("{name}: my service's rate limiter")),
+        warm_up_example = WARM_UP_EXAMPLE,
     )
 }
 
@@ -249,11 +246,14 @@ path = {request_path}
     )
 }
 
-/// A peer's `[warm_up]`, or the section commented out when it keeps the default.
+/// `[warm_up]` commented out, as a JVM service would write it.
+const WARM_UP_EXAMPLE: &str =
+    "# [warm_up]\n# requests = 50\n# settled_below = \"10ms\"\n# timeout = \"60s\"\n";
+
+/// A peer's `[warm_up]`, or the example commented out when it keeps the default.
 fn warm_up_text(w: &WarmUp) -> String {
     if *w == WarmUp::default() {
-        return "# [warm_up]\n# requests = 50\n# settled_below = \"10ms\"\n# timeout = \"60s\"\n"
-            .to_owned();
+        return WARM_UP_EXAMPLE.to_owned();
     }
     let duration = |d: Duration| quoted(&humantime::format_duration(d).to_string());
     let mut text = format!("[warm_up]\nrequests = {}\n", w.requests);
