@@ -35,6 +35,23 @@ pub fn window_at(at: SystemTime, window: Duration) -> (u64, Duration) {
     )
 }
 
+/// The first window that starts `at_least` after `now` or later, and how long from `now` until
+/// it starts.
+pub fn first_window_after(
+    now: SystemTime,
+    at_least: Duration,
+    window: Duration,
+) -> (u64, Duration) {
+    let (later, into) = window_at(now + at_least, window);
+    let (w, into_now) = window_at(now, window);
+    let first = if into.is_zero() { later } else { later + 1 };
+    let windows = u32::try_from(first - w).unwrap_or(u32::MAX);
+    (
+        first,
+        window.saturating_mul(windows).saturating_sub(into_now),
+    )
+}
+
 /// The first window from `w` on in which `rank` has a budget, if it has one within `instances`
 /// windows (it always has, for a limit of at least 1).
 pub fn next_turn(limit: u32, instances: u32, rank: u32, w: u64) -> Option<u64> {
@@ -82,6 +99,28 @@ mod tests {
         for w in 0..5 {
             assert_eq!(budget(50, 4, 5, w), budget(50, 4, 1, w));
         }
+    }
+
+    #[test]
+    fn the_first_window_far_enough_ahead_is_this_ones_next_or_the_one_after() {
+        let second = Duration::from_secs(1);
+        let half = Duration::from_millis(500);
+        let at = |ms| UNIX_EPOCH + Duration::from_millis(ms);
+        assert_eq!(
+            first_window_after(at(10_200), half, second),
+            (11, Duration::from_millis(800))
+        );
+        assert_eq!(
+            first_window_after(at(10_700), half, second),
+            (12, Duration::from_millis(1_300))
+        );
+        // On an edge exactly: that window.
+        assert_eq!(first_window_after(at(10_500), half, second), (11, half));
+        // Windows shorter than the wait: as many as it takes.
+        assert_eq!(
+            first_window_after(at(10_010), half, Duration::from_millis(100)),
+            (106, Duration::from_millis(590))
+        );
     }
 
     #[test]

@@ -222,6 +222,28 @@ impl Store {
         }
     }
 
+    /// The window from which the fleet decides `route` by the store again after an outage:
+    /// `proposed`, which starts in `until`, if this instance asks first; else what the first
+    /// proposed (the key expires when that window starts, ready for the next outage).
+    pub async fn rejoin_window(
+        &self,
+        route: &str,
+        (proposed, until): (u64, Duration),
+        timeout: Duration,
+    ) -> Result<u64, StoreError> {
+        let key = format!("{}:rejoin:{route}", self.key_prefix);
+        let args = [proposed.to_string(), until.as_millis().max(1).to_string()];
+        let (reply, _) = self
+            .call(&self.scripts.rejoin, &key, &args, timeout)
+            .await?;
+        match reply[..] {
+            [agreed] => Ok(agreed.max(0) as u64),
+            _ => Err(StoreError::Reply(format!(
+                "the rejoin script returned {reply:?}, expected 1 integer"
+            ))),
+        }
+    }
+
     /// Removes this instance from the live set (on a clean shutdown).
     pub async fn leave(&self, instance_id: &str, timeout: Duration) -> Result<(), StoreError> {
         let Some(mut lease) = self.connection.lease() else {

@@ -34,6 +34,7 @@ pub(crate) struct Scripts {
     pub(crate) sliding_window: LuaScript,
     pub(crate) token_bucket: LuaScript,
     pub(crate) heartbeat: LuaScript,
+    pub(crate) rejoin: LuaScript,
 }
 
 impl Scripts {
@@ -42,12 +43,18 @@ impl Scripts {
             sliding_window: LuaScript::new(include_str!("../../scripts/sliding_window.lua")),
             token_bucket: LuaScript::new(include_str!("../../scripts/token_bucket.lua")),
             heartbeat: LuaScript::new(include_str!("../../scripts/heartbeat.lua")),
+            rejoin: LuaScript::new(include_str!("../../scripts/rejoin.lua")),
         }
     }
 
     /// Loads every script on a fresh connection, so the first request pays no `NOSCRIPT`.
     pub(crate) async fn load_all(&self, conn: &mut MultiplexedConnection) -> RedisResult<()> {
-        for script in [&self.sliding_window, &self.token_bucket, &self.heartbeat] {
+        for script in [
+            &self.sliding_window,
+            &self.token_bucket,
+            &self.heartbeat,
+            &self.rejoin,
+        ] {
             script.load(conn).await?;
         }
         Ok(())

@@ -13,16 +13,14 @@ use crate::callers::ByCaller;
 use crate::decision::{Decision, Source};
 use crate::fallback::{FallbackReason, Tally};
 use crate::instances::LiveInstances;
-use crate::local::{CaughtCallers, LocalCounters, Uncounted};
+use crate::local::{CaughtCallers, LocalCounters};
 use crate::metrics::{Metrics, RouteLabel};
 use crate::policy::{Policy, Route};
 use crate::share;
 use crate::store::{Store, StoreError, StoreVerdict};
 use crate::turns::TurnWindows;
 
-/// Callers a route's reconciliation counts at once when the store answers again: it delays
-/// the decision that found the store back by a round trip each.
-const RECONCILE_AT_ONCE: usize = 256;
+mod rejoin;
 
 /// Everything one instance decides with.
 #[derive(Debug)]
@@ -160,12 +158,12 @@ impl Limiter {
     async fn decide_with_store(&self, store: &Store, index: usize, caller: &str) -> Decision {
         let (route, label) = &self.routes[index];
         if self.holding(index) {
-            return self.by_held_turns(index, caller);
+            return self.by_held_turns(store, index, caller).await;
         }
         match self.ask_store(store, index, caller).await {
-            // The call that closed the breaker started a hold: the rest of its window is
-            // decided by the turns, and so is it.
-            Ok(_) if self.holding(index) => self.by_held_turns(index, caller),
+            // The call that closed the breaker started a hold: until the fleet's rejoin window
+            // requests are decided by the turns, and so is it.
+            Ok(_) if self.holding(index) => self.by_held_turns(store, index, caller).await,
             Ok(v) => self.store_decision(index, caller, v),
             Err(reason) => {
                 self.metrics.fallback(label, reason.label());
@@ -177,13 +175,6 @@ impl Limiter {
                 self.fallback(index, caller)
             }
         }
-    }
-
-    fn by_held_turns(&self, index: usize, caller: &str) -> Decision {
-        self.metrics
-            .fallback(&self.routes[index].1, FallbackReason::Rejoining.label());
-        self.fallbacks.add(index, FallbackReason::Rejoining);
-        self.fallback(index, caller)
     }
 
     async fn ask_store(
@@ -258,6 +249,7 @@ impl Limiter {
                         self.local.counted_by_store(index, caller, carry);
                     }
                     if self.leave_fallback() {
+                        self.agree_on_rejoin(store).await;
                         self.reconcile(store).await;
                     }
                     return Ok(v);
@@ -290,28 +282,6 @@ impl Limiter {
         }
         drop(breaker);
         self.note_breaker(before, after);
-    }
-
-    /// After the breaker closes, each route with a breaker that took turns in its current
-    /// window keeps deciding by them until that window ends ([`TurnWindows::hold_if_taken_in`]):
-    /// together on the window's edge, every instance starts the next window by the store with
-    /// its turns carried ([`Self::uncounted`]).
-    fn hold_turns(&self) {
-        let now = SystemTime::now();
-        for (index, (route, _)) in self.routes.iter().enumerate() {
-            if route.breaker && route.policy.takes_turns() {
-                let (w, _) = share::window_at(now, route.window);
-                self.turns.hold_if_taken_in(index, w);
-            }
-        }
-    }
-
-    /// Whether route `index` still decides by its turns after the store came back. The turns
-    /// held are carried with each caller's next decision ([`Self::uncounted`]), as after any
-    /// outage.
-    fn holding(&self, index: usize) -> bool {
-        let (w, _) = share::window_at(SystemTime::now(), self.routes[index].0.window);
-        self.turns.holding(index, w)
     }
 
     fn note_breaker(&self, before: BreakerState, after: BreakerState) {
@@ -397,20 +367,6 @@ impl Limiter {
         self.caught.caught_since(index, caller, since)
     }
 
-    /// What this instance admitted of `caller` on route `index` by its own turns in the
-    /// current window and the one before, which the store has not counted: the store counts
-    /// it with the caller's first decision after an outage, so the first window back does not
-    /// start empty (seed 000's burst after recovery) and its sliding estimate weighs the
-    /// window before as it was. Only looked up while turns were taken in those two windows.
-    fn uncounted(&self, index: usize, caller: &str) -> Uncounted {
-        let (w, _) = share::window_at(SystemTime::now(), self.routes[index].0.window);
-        if self.turns.taken_since_the_window_before(index, w) {
-            self.local.uncounted(index, caller, w)
-        } else {
-            Uncounted::default()
-        }
-    }
-
     /// This instance's turn of the limit ([`share::budget`]): whole requests per window that,
     /// over the live instances, add up to the limit exactly.
     fn share_decision(&self, index: usize, caller: &str) -> Decision {
@@ -489,43 +445,6 @@ impl Limiter {
             tracing::debug!("leaving fallback: the store answers again");
         }
         was
-    }
-
-    /// Counts in the store what this instance admitted on its own in the current window, for
-    /// every caller with turns taken in it (up to [`RECONCILE_AT_ONCE`] a route; the others
-    /// with their next decision, [`Self::uncounted`]): the other instances are counting theirs
-    /// too, so the window's first store decisions see every local admission, not only those
-    /// of the instances that happened to decide for the caller first.
-    async fn reconcile(&self, store: &Store) {
-        let mut counted = 0;
-        for (index, (route, _)) in self.routes.iter().enumerate() {
-            let (w, _) = share::window_at(SystemTime::now(), route.window);
-            if !self.turns.taken_since_the_window_before(index, w) {
-                continue;
-            }
-            for (caller, uncounted) in self.local.all_uncounted(index, w, RECONCILE_AT_ONCE) {
-                let outcome = store
-                    .count(
-                        (route.algorithm, &caller, &route.name),
-                        (route.limit, route.window),
-                        uncounted,
-                        route.store_timeout,
-                    )
-                    .await;
-                if outcome.is_err() {
-                    // Gone again: what is left is counted with each caller's next decision.
-                    return;
-                }
-                self.local.counted_by_store(index, &caller, uncounted);
-                counted += uncounted.now + uncounted.before;
-            }
-        }
-        if counted > 0 {
-            tracing::debug!(
-                counted,
-                "counted in the store what was admitted locally this window"
-            );
-        }
     }
 
     /// Callers this instance holds state for (local counters and held refusals, every
