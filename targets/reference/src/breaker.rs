@@ -15,6 +15,10 @@ pub struct BreakerSettings {
     pub min_calls: u32,
     pub window: Duration,
     pub cooldown: Duration,
+    /// After an outage, how far ahead of the first instance back the fleet rejoins the store:
+    /// it holds to its turns until the first window that starts at least this much later.
+    /// Longer than the spread of the instances' reconnects.
+    pub rejoin_after: Duration,
 }
 
 impl Default for BreakerSettings {
@@ -25,6 +29,9 @@ impl Default for BreakerSettings {
             min_calls: 20,
             window: Duration::from_secs(10),
             cooldown: Duration::from_secs(1),
+            // Twice the longest reconnect backoff: the instances that lost the store together
+            // are each back within a backoff step of its return.
+            rejoin_after: crate::store::RECONNECT_BACKOFF_MAX * 2,
         }
     }
 }

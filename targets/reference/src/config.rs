@@ -150,6 +150,11 @@ struct Args {
     breaker_window: Duration,
     #[arg(long, env = "FAILMODE_BREAKER_COOLDOWN", value_parser = humantime::parse_duration, default_value = "1s")]
     breaker_cooldown: Duration,
+    /// After an outage, the fleet rejoins the store with the first window that starts at least
+    /// this long after the first instance back (default twice the longest reconnect backoff,
+    /// 500ms); meanwhile the instances back keep to their turns.
+    #[arg(long, env = "FAILMODE_BREAKER_REJOIN_AFTER", value_parser = humantime::parse_duration)]
+    breaker_rejoin_after: Option<Duration>,
     /// Timeout for (re)connecting to Redis, in the background.
     #[arg(long, env = "FAILMODE_CONNECT_TIMEOUT", value_parser = humantime::parse_duration, default_value = "1s")]
     connect_timeout: Duration,
@@ -284,6 +289,9 @@ impl TryFrom<Args> for Config {
                 "--breaker-cooldown / FAILMODE_BREAKER_COOLDOWN",
                 a.breaker_cooldown,
             )?,
+            rejoin_after: a
+                .breaker_rejoin_after
+                .unwrap_or(BreakerSettings::default().rejoin_after),
         };
 
         let main = main_route(&a)?;

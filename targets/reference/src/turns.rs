@@ -43,23 +43,25 @@ impl TurnWindows {
     }
 
     /// The store is back in window `w`: if `route` took turns in it or the window before
-    /// (turns the store may not have counted), it keeps to them at least until `w` ends, and
-    /// until the fleet's agreed window ([`Self::hold_until`]) once that is known. The instances
-    /// of a fleet find the store again some milliseconds apart; in a window where some decide
-    /// by the store beside others' turns, the store's count lacks those turns and admits the
-    /// limit again beside them.
-    pub fn hold_if_taken_since_the_window_before(&self, route: usize, w: u64) {
+    /// (turns the store may not have counted), it keeps to them until window `until` starts
+    /// (at least until `w` ends); returns whether it does. The instances of a fleet find the
+    /// store again some milliseconds apart; in a window where some decide by the store beside
+    /// others' turns, the store's count lacks those turns and admits the limit again beside
+    /// them.
+    pub fn hold_if_taken_since_the_window_before(&self, route: usize, w: u64, until: u64) -> bool {
         // marked − 1 is the window of the last turn: w or w − 1.
         let marked = self.taken[route].load(Ordering::Relaxed);
-        if marked != 0 && marked >= w {
-            self.rejoin_at[route].fetch_max(w + 1, Ordering::Relaxed);
+        let held = marked != 0 && marked >= w;
+        if held {
+            self.rejoin_at[route].store(until.max(w + 1), Ordering::Relaxed);
         }
+        held
     }
 
-    /// `route` keeps to its turns until window `w` starts (the fleet's agreed window, which
-    /// may only lengthen a hold).
-    pub fn hold_until(&self, route: usize, w: u64) {
-        self.rejoin_at[route].fetch_max(w, Ordering::Relaxed);
+    /// `route` keeps to its turns until window `until` starts: the fleet's agreed window,
+    /// which may be earlier than this instance's own proposal.
+    pub fn hold_until(&self, route: usize, until: u64) {
+        self.rejoin_at[route].store(until, Ordering::Relaxed);
     }
 
     /// Whether `route` still keeps to its turns in window `w`.
@@ -81,33 +83,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_route_with_turns_this_window_or_the_last_holds_to_them_for_the_rest_of_this_one() {
+    fn a_route_with_turns_this_window_or_the_last_holds_to_them_until_the_window_given() {
         let t = TurnWindows::new(2);
         t.taken(0, 7);
-        t.hold_if_taken_since_the_window_before(0, 7);
-        t.hold_if_taken_since_the_window_before(1, 7);
+        assert!(t.hold_if_taken_since_the_window_before(0, 7, 8));
+        assert!(!t.hold_if_taken_since_the_window_before(1, 7, 8));
         assert!(t.holding(0, 7));
         assert!(!t.holding(1, 7), "no turns on route 1");
         assert!(!t.holding(0, 8), "the next window decides by the store");
         assert!(!t.holding(0, 7), "and the hold is over");
-        // Turns of the window before hold the rest of this one, older turns nothing.
-        t.hold_if_taken_since_the_window_before(0, 8);
-        assert!(t.holding(0, 8));
-        assert!(!t.holding(0, 9));
-        t.hold_if_taken_since_the_window_before(0, 9);
+        // Turns of the window before hold too, older turns nothing.
+        assert!(t.hold_if_taken_since_the_window_before(0, 8, 10));
+        assert!(t.holding(0, 9));
+        assert!(!t.holding(0, 10));
+        assert!(!t.hold_if_taken_since_the_window_before(0, 9, 10));
         assert!(!t.holding(0, 9));
     }
 
     #[test]
-    fn an_agreed_window_lengthens_a_hold_and_never_shortens_it() {
+    fn a_hold_lasts_at_least_the_rest_of_its_window_and_the_agreement_may_shorten_it() {
         let t = TurnWindows::new(1);
         t.taken(0, 7);
-        t.hold_if_taken_since_the_window_before(0, 7);
+        assert!(t.hold_if_taken_since_the_window_before(0, 7, 3));
+        assert!(
+            t.holding(0, 7),
+            "a window already begun: the rest of this one"
+        );
+        assert!(t.hold_if_taken_since_the_window_before(0, 7, 10));
         t.hold_until(0, 9);
-        assert!(t.holding(0, 8), "held past the window of the turns");
-        t.hold_until(0, 8);
         assert!(t.holding(0, 8));
-        assert!(!t.holding(0, 9));
+        assert!(
+            !t.holding(0, 9),
+            "the fleet's window, earlier than this one's own"
+        );
     }
 
     #[test]

@@ -22,6 +22,8 @@ use crate::turns::TurnWindows;
 
 mod rejoin;
 
+use rejoin::Hold;
+
 /// Everything one instance decides with.
 #[derive(Debug)]
 pub struct Limiter {
@@ -158,12 +160,15 @@ impl Limiter {
     async fn decide_with_store(&self, store: &Store, index: usize, caller: &str) -> Decision {
         let (route, label) = &self.routes[index];
         if self.holding(index) {
-            return self.by_held_turns(store, index, caller).await;
+            return self.by_held_turns(store, index, caller, false).await;
         }
         match self.ask_store(store, index, caller).await {
             // The call that closed the breaker started a hold: until the fleet's rejoin window
-            // requests are decided by the turns, and so is it.
-            Ok(_) if self.holding(index) => self.by_held_turns(store, index, caller).await,
+            // requests are decided by the turns, and so is it (the store counted it if it
+            // allowed it).
+            Ok(v) if self.holding(index) => {
+                self.by_held_turns(store, index, caller, v.allowed).await
+            }
             Ok(v) => self.store_decision(index, caller, v),
             Err(reason) => {
                 self.metrics.fallback(label, reason.label());
@@ -202,6 +207,7 @@ impl Limiter {
         }
         let mut last = FallbackReason::Error;
         let carry = self.uncounted(index, caller);
+        let mut holds = Vec::new();
         for _attempt in 0..=route.store_retries {
             let started = Instant::now();
             let outcome = store
@@ -228,7 +234,7 @@ impl Limiter {
                 // ("not connected") say nothing new about it.
                 let lost = matches!(outcome, Err(StoreError::Connection(_)))
                     && !self.slow_or_refusing.load(Ordering::Relaxed);
-                self.record_breaker(now, permit, !failed, lost.then_some(made));
+                holds = self.record_breaker(now, permit, !failed, lost.then_some(made));
             }
             self.metrics.store_call(match &outcome {
                 Ok(_) => "ok",
@@ -248,8 +254,13 @@ impl Limiter {
                     if carry.any() {
                         self.local.counted_by_store(index, caller, carry);
                     }
-                    if self.leave_fallback() {
-                        self.agree_on_rejoin(store).await;
+                    // The call that closed the breaker reconciles, whichever call cleared the
+                    // degraded flag (a route without a breaker, a slow call answered late).
+                    let left = self.leave_fallback();
+                    if !holds.is_empty() {
+                        self.agree_on_rejoin(store, &holds).await;
+                    }
+                    if left || !holds.is_empty() {
                         self.reconcile(store).await;
                     }
                     return Ok(v);
@@ -272,16 +283,26 @@ impl Limiter {
 
     /// `lost`: for a call that failed on a lost connection, the store's connections made when
     /// it started, so that a reconnect even during it lets the probe out at once.
-    fn record_breaker(&self, now: Instant, permit: Permit, ok: bool, lost: Option<u64>) {
+    /// Returns the holds the breaker started if it closed ([`Self::hold_turns`]).
+    fn record_breaker(
+        &self,
+        now: Instant,
+        permit: Permit,
+        ok: bool,
+        lost: Option<u64>,
+    ) -> Vec<Hold> {
         let mut breaker = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
         let before = breaker.state();
         let after = breaker.record_call(now, permit, ok, lost);
         // Under the lock: no request may see the breaker closed before the hold is in place.
-        if after == BreakerState::Closed && before != BreakerState::Closed {
-            self.hold_turns();
-        }
+        let holds = if after == BreakerState::Closed && before != BreakerState::Closed {
+            self.hold_turns()
+        } else {
+            Vec::new()
+        };
         drop(breaker);
         self.note_breaker(before, after);
+        holds
     }
 
     fn note_breaker(&self, before: BreakerState, after: BreakerState) {

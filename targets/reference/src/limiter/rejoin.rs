@@ -1,6 +1,7 @@
 //! After an outage: the hold on the turns once the store answers again, the window the fleet
 //! agrees to rejoin the store in, and the turns counted in the store (reconciliation, carries).
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::Limiter;
@@ -14,30 +15,51 @@ use crate::store::{Store, StoreError};
 /// the decision that found the store back by a round trip each.
 const RECONCILE_AT_ONCE: usize = 256;
 
-/// How far ahead of the first instance back from an outage the fleet's rejoin window starts
-/// ([`Limiter::agree_on_rejoin`]): twice the store connection's longest reconnect backoff, so
-/// the instances that lost the store with it, each back within a backoff step, find the
-/// agreement before that window begins.
-const REJOIN_AFTER: Duration = Duration::from_millis(500);
+/// A hold the closing breaker started on a route: until the window this instance proposes
+/// to the fleet, and at least until the window it closed in ends.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Hold {
+    route: usize,
+    at_least: u64,
+    /// The first window at least `rejoin_after` away, and how long until it starts.
+    proposed: (u64, Duration),
+}
 
 impl Limiter {
     /// A turn taken in a hold is counted in the store at once, which answers again: at the
     /// rejoin window each instance's first decision would otherwise see only its own turns of
-    /// the hold (its carry) and admit the others' again.
+    /// the hold (its carry) and admit the others' again. Only this admission is counted (two
+    /// held requests of one caller at once must not count each other's), and not while the
+    /// store is slow or refusing, whose timeouts every held request would wait: such turns are
+    /// carried with the caller's next decision by the store. `counted`: the store call that
+    /// came back while the hold began counted this request already.
     pub(super) async fn by_held_turns(
         &self,
         store: &Store,
         index: usize,
         caller: &str,
+        counted: bool,
     ) -> Decision {
         self.metrics
             .fallback(&self.routes[index].1, FallbackReason::Rejoining.label());
         self.fallbacks.add(index, FallbackReason::Rejoining);
         let decision = self.fallback(index, caller);
-        if matches!(decision, Decision::Admitted { .. }) && store.is_connected() {
-            let carry = self.uncounted(index, caller);
-            // Not counted, it is carried with the caller's next decision by the store.
-            let _ = self.count_in_store(store, index, caller, carry).await;
+        if matches!(decision, Decision::Admitted { .. }) {
+            let (w, _) = share::window_at(SystemTime::now(), self.routes[index].0.window);
+            let this = Uncounted {
+                now: 1,
+                before: 0,
+                window: w,
+            };
+            if counted {
+                self.local.counted_by_store(index, caller, this);
+            } else if store.is_connected()
+                && !self.slow_or_refusing.load(Ordering::Relaxed)
+                && let Err(StoreError::Timeout(_) | StoreError::Refused(_)) =
+                    self.count_in_store(store, index, caller, this).await
+            {
+                self.slow_or_refusing.store(true, Ordering::Relaxed);
+            }
         }
         decision
     }
@@ -68,38 +90,52 @@ impl Limiter {
 
     /// Under the breaker's lock as it closes, before any request can see it closed: each route
     /// with a breaker that took turns in its current window or the one before keeps deciding
-    /// by them at least until this window ends
-    /// ([`crate::turns::TurnWindows::hold_if_taken_since_the_window_before`]), and until the
-    /// fleet's agreed window once [`Self::agree_on_rejoin`] has it.
-    pub(super) fn hold_turns(&self) {
+    /// by them until the first window that starts at least `rejoin_after` later
+    /// ([`crate::turns::TurnWindows::hold_if_taken_since_the_window_before`]), which it then
+    /// proposes to the fleet ([`Self::agree_on_rejoin`]).
+    pub(super) fn hold_turns(&self) -> Vec<Hold> {
         let now = SystemTime::now();
+        let after = self.breaker_settings.rejoin_after;
+        let mut holds = Vec::new();
         for (index, (route, _)) in self.routes.iter().enumerate() {
             if route.breaker && route.policy.takes_turns() {
                 let (w, _) = share::window_at(now, route.window);
-                self.turns.hold_if_taken_since_the_window_before(index, w);
+                let proposed = share::first_window_after(now, after, route.window);
+                if self
+                    .turns
+                    .hold_if_taken_since_the_window_before(index, w, proposed.0)
+                {
+                    holds.push(Hold {
+                        route: index,
+                        at_least: w + 1,
+                        proposed,
+                    });
+                }
             }
         }
+        holds
     }
 
-    /// Lengthens each hold the closing breaker started ([`Self::hold_turns`]) to the window the
-    /// fleet agrees on in the store: the first instance back proposes the first window at least
-    /// [`REJOIN_AFTER`] away, and each instance back before it starts keeps to its turns until
-    /// then. Instances find the store again up to a reconnect backoff apart; holding each only
-    /// to the end of its own window let one that came back just before an edge decide by the
-    /// store in the next window while another, not back yet, took its turns in it, which the
-    /// store counted too late. Without an answer the hold stays as it was.
-    pub(super) async fn agree_on_rejoin(&self, store: &Store) {
-        for (index, (route, _)) in self.routes.iter().enumerate() {
-            if !self.holding(index) {
-                continue;
-            }
-            let now = SystemTime::now();
-            let proposed = share::first_window_after(now, REJOIN_AFTER, route.window);
-            if let Ok(agreed) = store
-                .rejoin_window(&route.name, proposed, route.store_timeout)
+    /// Agrees each hold the closing breaker started ([`Self::hold_turns`]) with the fleet in
+    /// the store: the first instance back proposes its window, and each instance back before
+    /// that window starts keeps to its turns until then (never later than its own proposal,
+    /// which bounds a key written with another window length or a skewed clock). Instances find
+    /// the store again up to a reconnect backoff apart; holding each only to the end of its own
+    /// window let one that came back just before an edge decide by the store in the next window
+    /// while another, not back yet, took its turns in it, which the store counted too late.
+    /// Without an answer the hold stays this instance's own.
+    pub(super) async fn agree_on_rejoin(&self, store: &Store, holds: &[Hold]) {
+        for hold in holds {
+            let route = &self.routes[hold.route].0;
+            match store
+                .rejoin_window(&route.name, hold.proposed, route.store_timeout)
                 .await
             {
-                self.turns.hold_until(index, agreed);
+                Ok(agreed) => self
+                    .turns
+                    .hold_until(hold.route, agreed.min(hold.proposed.0).max(hold.at_least)),
+                // Gone or slow again: the next route's call would wait as long.
+                Err(_) => return,
             }
         }
     }
@@ -124,8 +160,8 @@ impl Limiter {
         }
     }
 
-    /// Counts in the store what this instance admitted on its own in the current window, for
-    /// every caller with turns taken in it (up to [`RECONCILE_AT_ONCE`] a route; the others
+    /// Counts in the store what this instance admitted on its own in the current window and
+    /// the one before, for every caller with turns taken in them (up to [`RECONCILE_AT_ONCE`] a route; the others
     /// with their next decision, [`Self::uncounted`]): the other instances are counting theirs
     /// too, so the window's first store decisions see every local admission, not only those
     /// of the instances that happened to decide for the caller first.

@@ -17,7 +17,7 @@ use super::source::Source;
 const BACKOFF_START: Duration = Duration::from_millis(25);
 /// Short: refused connects cost nothing, and every backoff step is time the store is back but
 /// unused.
-const BACKOFF_MAX: Duration = Duration::from_millis(250);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(250);
 
 /// The current connection, if any, and a generation number so that an error seen on an old
 /// connection cannot tear down its replacement.

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::local::Uncounted;
 use crate::policy::Algorithm;
+pub(crate) use connection::BACKOFF_MAX as RECONNECT_BACKOFF_MAX;
 use connection::Connection;
 use scripts::{LuaScript, Reloaded, Scripts};
 pub use source::SentinelSettings;
