@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use failmode_reference::breaker::BreakerState;
 
-use support::{Client, RedisServer, count, eventually, metric, reference};
+use support::{Answer, Client, RedisServer, count, eventually, metric, reference};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_instance_count_is_learnt_from_redis_and_frozen_while_it_is_down() {
@@ -205,18 +205,9 @@ async fn after_an_outage_the_store_counts_what_the_instances_admitted_on_their_o
         "10s",
     ];
     let fleet = ranked_fleet(&redis, 2, &flags).await;
-    start_of_a_window(window).await;
-    let started = std::time::Instant::now();
-
-    redis.kill();
     let client = Client::default();
-    let mut local = 0;
-    for s in &fleet {
-        let answers = client.burst(s.addr(), "/api", "acme", 8).await;
-        assert!(answers.iter().all(|a| a.source == "local"), "{answers:?}");
-        local += count(&answers, 200);
-    }
-    assert_eq!(local, 10, "5 turns each");
+    let (started, local) = turns_from_a_windows_start(&mut redis, &client, &fleet, window, 8).await;
+    assert_eq!(count(&local, 200), 10, "5 turns each");
 
     // Back, empty: seed 000's reference would start this window from nothing and admit the
     // limit again.
@@ -235,10 +226,7 @@ async fn after_an_outage_the_store_counts_what_the_instances_admitted_on_their_o
     );
     // The rest of the window is decided by the turns, which are spent (the next test follows
     // the fleet into the next window, decided by the store).
-    let mut again = Vec::new();
-    for s in &fleet {
-        again.extend(client.burst(s.addr(), "/api", "acme", 8).await);
-    }
+    let again = acme_to_each(&client, &fleet, 8).await;
     assert!(
         started.elapsed() < window - Duration::from_millis(500),
         "the window ended before the check ({:?}): inconclusive, run again",
@@ -272,27 +260,15 @@ async fn a_fleet_back_from_an_outage_keeps_to_its_turns_until_the_window_ends_th
         "100ms",
     ];
     let fleet = ranked_fleet(&redis, 2, &flags).await;
-    start_of_a_window(window).await;
-    let started = std::time::Instant::now();
-
-    redis.kill();
     let client = Client::default();
-    let mut turns = 0;
-    for s in &fleet {
-        // Five calls failed on the lost connection open each instance's breaker.
-        let answers = client.burst(s.addr(), "/api", "acme", 6).await;
-        assert!(answers.iter().all(|a| a.source == "local"), "{answers:?}");
-        turns += count(&answers, 200);
-    }
-    assert_eq!(turns, 8, "4 turns each");
+    // Five calls failed on the lost connection open each instance's breaker.
+    let (started, turns) = turns_from_a_windows_start(&mut redis, &client, &fleet, window, 6).await;
+    assert_eq!(count(&turns, 200), 8, "4 turns each");
 
     redis.restart();
     // The reconnect lets the probe out at once, not a cool-down later.
     each_finds_the_store_again(&client, &fleet, Duration::from_secs(1)).await;
-    let mut held = Vec::new();
-    for s in &fleet {
-        held.extend(client.burst(s.addr(), "/api", "acme", 3).await);
-    }
+    let held = acme_to_each(&client, &fleet, 3).await;
     assert!(
         started.elapsed() < window - Duration::from_millis(300),
         "the window ended before the check ({:?}): inconclusive, run again",
@@ -309,10 +285,7 @@ async fn a_fleet_back_from_an_outage_keeps_to_its_turns_until_the_window_ends_th
     }
 
     start_of_a_window(window).await;
-    let mut next = Vec::new();
-    for s in &fleet {
-        next.extend(client.burst(s.addr(), "/api", "acme", 4).await);
-    }
+    let next = acme_to_each(&client, &fleet, 4).await;
     assert!(next.iter().all(|a| a.source == "store"), "{next:?}");
     // The window before holds the 8 turns, which the sliding estimate weighs: a store that
     // had not counted them would admit 8 again at once.
@@ -343,15 +316,9 @@ async fn instances_back_from_an_outage_in_different_windows_rejoin_the_store_in_
     ];
     let fleet = ranked_fleet(&redis, 2, &flags).await;
     let (first, second) = (&fleet[0..1], &fleet[1..2]);
-    start_of_a_window(window).await;
-    let w = window_now(window);
-
-    redis.kill();
     let client = Client::default();
-    for s in &fleet {
-        let answers = client.burst(s.addr(), "/api", "acme", 6).await;
-        assert!(answers.iter().all(|a| a.source == "local"), "{answers:?}");
-    }
+    turns_from_a_windows_start(&mut redis, &client, &fleet, window, 6).await;
+    let w = window_now(window);
     redis.restart();
     into_the_window(window, Duration::from_millis(2_600)).await;
     each_finds_the_store_again(&client, first, Duration::from_secs(1)).await;
@@ -371,10 +338,7 @@ async fn instances_back_from_an_outage_in_different_windows_rejoin_the_store_in_
     start_of_a_window(window).await;
     into_the_window(window, Duration::from_millis(2_500)).await;
     each_finds_the_store_again(&client, second, Duration::from_secs(1)).await;
-    let mut held = Vec::new();
-    for s in &fleet {
-        held.extend(client.burst(s.addr(), "/api", "acme", 6).await);
-    }
+    let held = acme_to_each(&client, &fleet, 6).await;
     assert_eq!(window_now(window), w + 1, "inconclusive, run again");
     assert!(held.iter().all(|a| a.source == "local"), "{held:?}");
     assert_eq!(
@@ -384,13 +348,40 @@ async fn instances_back_from_an_outage_in_different_windows_rejoin_the_store_in_
     );
 
     start_of_a_window(window).await;
-    let mut next = Vec::new();
-    for s in &fleet {
-        next.extend(client.burst(s.addr(), "/api", "acme", 4).await);
-    }
+    let next = acme_to_each(&client, &fleet, 4).await;
     assert!(next.iter().all(|a| a.source == "store"), "{next:?}");
     // The turns of the hold were counted as they were taken.
     assert!(count(&next, 200) <= 1, "{next:?}");
+}
+
+/// From the start of a window, Redis killed: `n` requests of acme to each instance, all decided
+/// by the instances' turns. Returns when the window started, and the answers.
+async fn turns_from_a_windows_start(
+    redis: &mut RedisServer,
+    client: &Client,
+    fleet: &[failmode_reference::Server],
+    window: Duration,
+    n: usize,
+) -> (std::time::Instant, Vec<Answer>) {
+    start_of_a_window(window).await;
+    let started = std::time::Instant::now();
+    redis.kill();
+    let answers = acme_to_each(client, fleet, n).await;
+    assert!(answers.iter().all(|a| a.source == "local"), "{answers:?}");
+    (started, answers)
+}
+
+/// `n` requests of acme to each instance of `fleet` in turn, the answers in order.
+async fn acme_to_each(
+    client: &Client,
+    fleet: &[failmode_reference::Server],
+    n: usize,
+) -> Vec<Answer> {
+    let mut answers = Vec::new();
+    for s in fleet {
+        answers.extend(client.burst(s.addr(), "/api", "acme", n).await);
+    }
+    answers
 }
 
 /// The wall-clock window the instances are in, numbered as they number them.
