@@ -234,7 +234,7 @@ async fn a_flapping_redis_lets_acme_through_the_reference_at_most_five_percent_o
     // cool-down; scaled, the cut ends before the breaker has opened and probed.
     let (r, _) = run_at("flapping", &["reference"], 1.0).await;
     let acme = tenant_in(&r, "reference", "fault", "acme");
-    // The bar. Measured 0.0–2.1 % in eleven runs (1,499–1,531 of 1,500, within the
+    // The bar. Measured 0.0–2.1 % in fourteen runs (1,499–1,531 of 1,500, within the
     // phase edges' slack); 5.8 % and 11.1 % (1,587 and 1,666) when the instances found the
     // store again a cool-down apart and some decided by it in a window where others still
     // took turns.

@@ -152,7 +152,8 @@ struct Args {
     breaker_cooldown: Duration,
     /// After an outage, the fleet rejoins the store with the first window that starts at least
     /// this long after the first instance back (default twice the longest reconnect backoff,
-    /// 500ms); meanwhile the instances back keep to their turns.
+    /// 500ms; 0 holds only until the current window ends; at most 1m); meanwhile the instances
+    /// back keep to their turns.
     #[arg(long, env = "FAILMODE_BREAKER_REJOIN_AFTER", value_parser = humantime::parse_duration)]
     breaker_rejoin_after: Option<Duration>,
     /// Timeout for (re)connecting to Redis, in the background.
@@ -228,6 +229,18 @@ fn positive(setting: &str, d: Duration) -> Result<Duration, ConfigError> {
     }
 }
 
+/// A hold longer than a minute would decide by turns long after the store is back.
+fn at_most(setting: &str, d: Duration, most: Duration) -> Result<Duration, ConfigError> {
+    if d > most {
+        Err(invalid(
+            setting,
+            format!("must be at most {}", humantime::format_duration(most)),
+        ))
+    } else {
+        Ok(d)
+    }
+}
+
 fn fail_status(setting: &str, status: u16) -> Result<u16, ConfigError> {
     if (500..=599).contains(&status) {
         Ok(status)
@@ -289,9 +302,12 @@ impl TryFrom<Args> for Config {
                 "--breaker-cooldown / FAILMODE_BREAKER_COOLDOWN",
                 a.breaker_cooldown,
             )?,
-            rejoin_after: a
-                .breaker_rejoin_after
-                .unwrap_or(BreakerSettings::default().rejoin_after),
+            rejoin_after: at_most(
+                "--breaker-rejoin-after / FAILMODE_BREAKER_REJOIN_AFTER",
+                a.breaker_rejoin_after
+                    .unwrap_or(BreakerSettings::default().rejoin_after),
+                Duration::from_secs(60),
+            )?,
         };
 
         let main = main_route(&a)?;

@@ -17,8 +17,9 @@ pub enum FallbackReason {
     Refused,
     /// An error about this call only (a script error).
     Error,
-    /// The store is back, but the route took turns of its local share in this window: it
-    /// decides by them until the window ends, so the fleet returns to the store together.
+    /// The store is back, but the route took turns of its local share in this window or the
+    /// one before: it decides by them until the fleet's rejoin window, so the fleet returns to
+    /// the store together.
     Rejoining,
 }
 

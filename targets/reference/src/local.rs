@@ -214,6 +214,27 @@ impl LocalCounters {
         });
     }
 
+    /// A count of `claimed` (turns of its window, marked counted before the store was asked,
+    /// so that no other count could take them too) failed: they are turns to carry again.
+    pub fn not_counted_after_all(&self, route: usize, caller: &str, claimed: Uncounted) {
+        self.callers.peek_mut((route, caller), |e| {
+            if let Some(Entry {
+                counter: Counter::Budget(a),
+                ..
+            }) = e
+            {
+                if a.window == claimed.window {
+                    let back = claimed.now.min(a.by_store);
+                    a.by_store -= back;
+                    a.by_turns += back;
+                } else if a.window == claimed.window + 1 {
+                    // The counter moved on since: they are its window before's.
+                    a.turns_before += claimed.now;
+                }
+            }
+        });
+    }
+
     /// Forgets the callers of each route idle for longer than `idle(route)`, so memory follows
     /// the active callers.
     pub fn prune(&self, now: Instant, idle: impl Fn(usize) -> Duration) {
@@ -369,6 +390,25 @@ mod tests {
             .filter(|_| local.check_budget(0, "acme", (8, 13), t0).0)
             .count();
         assert_eq!(admitted, 11);
+    }
+
+    #[test]
+    fn a_turn_claimed_for_a_count_that_failed_is_carried_again_in_its_window_or_the_next() {
+        let t0 = Instant::now();
+        let local = LocalCounters::new(ByCaller::unmetered(1), t0);
+        assert!(local.check_budget(0, "acme", (8, 13), t0).0);
+        let one = local.uncounted(0, "acme", 8);
+        assert_eq!((one.now, one.before), (1, 0));
+        local.counted_by_store(0, "acme", one);
+        assert!(!local.uncounted(0, "acme", 8).any(), "claimed");
+        local.not_counted_after_all(0, "acme", one);
+        assert_eq!(local.uncounted(0, "acme", 8), one);
+        // Claimed in window 8, failed once the counter is window 9's: the window before's.
+        local.counted_by_store(0, "acme", one);
+        assert!(local.check_budget(0, "acme", (9, 13), t0).0);
+        local.not_counted_after_all(0, "acme", one);
+        let u = local.uncounted(0, "acme", 9);
+        assert_eq!((u.now, u.before), (1, 1));
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub fn first_window_after(
     at_least: Duration,
     window: Duration,
 ) -> (u64, Duration) {
-    let (later, into) = window_at(now + at_least, window);
+    let (later, into) = window_at(now.checked_add(at_least).unwrap_or(now), window);
     let (w, into_now) = window_at(now, window);
     let first = if into.is_zero() { later } else { later + 1 };
     let windows = u32::try_from(first - w).unwrap_or(u32::MAX);

@@ -234,7 +234,7 @@ impl Limiter {
                 // ("not connected") say nothing new about it.
                 let lost = matches!(outcome, Err(StoreError::Connection(_)))
                     && !self.slow_or_refusing.load(Ordering::Relaxed);
-                holds = self.record_breaker(now, permit, !failed, lost.then_some(made));
+                holds.extend(self.record_breaker(now, permit, !failed, lost.then_some(made)));
             }
             self.metrics.store_call(match &outcome {
                 Ok(_) => "ok",
@@ -277,6 +277,12 @@ impl Limiter {
             if permit == Permit::Probe {
                 break;
             }
+        }
+        // A script error answered the probe: the store is back for every other call, and the
+        // hold the close started is agreed and reconciled as after an answer.
+        if !holds.is_empty() {
+            self.agree_on_rejoin(store, &holds).await;
+            self.reconcile(store).await;
         }
         Err(last)
     }

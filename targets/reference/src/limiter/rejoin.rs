@@ -53,15 +53,34 @@ impl Limiter {
             };
             if counted {
                 self.local.counted_by_store(index, caller, this);
-            } else if store.is_connected()
-                && !self.slow_or_refusing.load(Ordering::Relaxed)
-                && let Err(StoreError::Timeout(_) | StoreError::Refused(_)) =
-                    self.count_in_store(store, index, caller, this).await
-            {
-                self.slow_or_refusing.store(true, Ordering::Relaxed);
+            } else if store.is_connected() && !self.slow_or_refusing.load(Ordering::Relaxed) {
+                self.count_held_turn(store, index, caller, this).await;
             }
         }
         decision
+    }
+
+    /// Counts one held turn in the store. It is marked counted before the store is asked, so
+    /// that a reconciliation scanning the callers meanwhile does not count it too, and carried
+    /// again if the count fails. After a timeout or a store-wide refusal the rest of the hold
+    /// counts nothing (its turns are carried), since every held request would wait as long.
+    async fn count_held_turn(&self, store: &Store, index: usize, caller: &str, this: Uncounted) {
+        self.local.counted_by_store(index, caller, this);
+        let route = &self.routes[index].0;
+        let outcome = store
+            .count(
+                (route.algorithm, caller, &route.name),
+                (route.limit, route.window),
+                this,
+                route.store_timeout,
+            )
+            .await;
+        if let Err(e) = outcome {
+            self.local.not_counted_after_all(index, caller, this);
+            if matches!(e, StoreError::Timeout(_) | StoreError::Refused(_)) {
+                self.slow_or_refusing.store(true, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Counts `carry` of `caller` on route `index` in the store, and no longer as uncounted.
