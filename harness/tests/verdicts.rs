@@ -492,7 +492,8 @@ fn compare_finds_a_tail_in_three_seconds_of_ten_and_a_slower_recovery_and_nothin
     }
     assert_eq!(code, 1);
 
-    // The CLI says the same, by the exit-code table.
+    // The CLI says the same, by the exit-code table, and writes the page when asked.
+    let page = out.path().join("compare.html");
     let cli = failmode_in(
         &support::workspace(),
         &[
@@ -501,7 +502,14 @@ fn compare_finds_a_tail_in_three_seconds_of_ten_and_a_slower_recovery_and_nothin
             &cand.to_string_lossy(),
             "--floor-ms",
             "10",
+            "--html",
+            &page.to_string_lossy(),
         ],
     );
     assert_eq!(cli.status.code(), Some(1), "{cli:?}");
+    let page = std::fs::read_to_string(&page).unwrap();
+    for phase in ["steady", "fault", "recovery"] {
+        let title = format!("oracle-scripted / {phase}: p99 per second");
+        assert_eq!(page.matches(&title).count(), 1, "{title}");
+    }
 }
