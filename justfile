@@ -80,16 +80,19 @@ test: setup lint build
     cargo test --workspace
     scripts/docker-tests.sh
 
-# The slow tier, which CI runs after `test`: docs/your-limiter.md's walkthrough end to end. It
-# installs failmode and failmode-reference with `cargo install` (into .tools/install), then runs
+# The slow tier, which CI runs after `test`: docs/your-limiter.md's walkthrough end to end, then
+# `peers-errors` and `peers-failover` on every peer target, scaled down (tests/peers_scenario.rs's
+# ignored tests, about 12 minutes; `peers` itself runs in `test`). The walkthrough installs
+# failmode and failmode-reference with `cargo install` (into .tools/install), then runs
 # examples/checkout-api from a directory outside the repository with only those binaries, Redis
 # and Toxiproxy, the checkout hidden (a mount namespace: needs root). The install builds in
 # `target`, beside `just build`'s release build: after `just test` it reuses its dependencies
 # (measured: only failmode itself compiled again), where a separate folder rebuilt them all.
-test-slow: setup-core
+test-slow: setup
     cargo install --quiet --locked --force --path harness --root .tools/install --target-dir target
     cargo install --quiet --locked --force --path targets/reference --root .tools/install --target-dir target
     cargo test -p failmode --test walkthrough -- --ignored
+    cargo test -p failmode --test peers_scenario -- --ignored
 
 # Formatting and clippy as CI runs them, clippy also with the `docker` feature (no daemon needed).
 lint:
