@@ -3,10 +3,11 @@
 //! (a Sentinel failover) and `peers-errors` as `just peers-errors` runs it (Redis answering
 //! -OOM, -READONLY, -BUSY and -NOSCRIPT), scaled down (a fifth, a half) to fit in CI, then
 //! `failmode outcomes` on its results. `peers` runs in `just test`; `peers-errors` and
-//! `peers-failover` are ignored there and run in `just test-slow`, CI's slow tier. Proves the full comparisons run end
-//! to end on this machine, that every target is healthy before the faults, and that the
-//! statements from the seeds and the libraries' sources about what each does with its store
-//! failing hold at this scale too. Needs `just setup` (the peer targets' packages and builds).
+//! `peers-failover` are ignored there and run in `just test-slow`, CI's slow tier. Proves the
+//! full comparisons run end to end on this machine, that every target is healthy before the
+//! faults, and that the statements from the seeds and the libraries' sources about what each
+//! does with its store failing hold at this scale too. Needs `just setup` (the peer targets'
+//! packages and builds).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,6 +29,10 @@ const PEERS_ERRORS_SCALE: &str = "0.5";
 
 /// One whole run at a time: two at once would measure the machine.
 static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// How long a run waits for the cores to be quiet (the test binary before it may leave
+/// children exiting), as `tests/peers.rs` waits.
+const QUIET_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[test]
 fn the_peers_scenario_runs_every_target_through_every_fault_and_confirms_the_seeds_outage_claims() {
@@ -79,6 +84,11 @@ fn every_target_through_every_fault(name: &str, scale: &str, faults: &[&str]) {
     let _alone = ONE_RUN_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let machine = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(support::machine::Around::quiet(QUIET_WAIT));
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join(name);
     let folder_arg = folder.to_str().unwrap();
@@ -95,8 +105,9 @@ fn every_target_through_every_fault(name: &str, scale: &str, faults: &[&str]) {
     let said = String::from_utf8_lossy(&ran.stderr);
     assert!(
         ran.status.success(),
-        "failmode run {name}: {}\n{said}",
-        ran.status
+        "failmode run {name}: {} ({})\n{said}",
+        ran.status,
+        machine.said()
     );
 
     let table = folder.join(format!("{name}.md"));
@@ -168,9 +179,10 @@ fn every_target_through_every_fault(name: &str, scale: &str, faults: &[&str]) {
         assert_eq!(
             claim.verdict,
             Verdict::Confirmed,
-            "{}: {:#?}",
+            "{}: {:#?} ({})",
             claim.claim.says,
-            claim.checks
+            claim.checks,
+            machine.said()
         );
     }
 

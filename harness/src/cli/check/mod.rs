@@ -309,7 +309,12 @@ async fn probe(
     // the window before too). A limiter that counts callers together, which this check exists
     // to catch, counted them against caller A's budget: measured at once, A was admitted 7-8
     // a window of 9, and the budget left over let caller B through, hiding the finding.
-    tokio::time::sleep(plan.window * 2).await;
+    let settle = plan.window * 2;
+    println!(
+        "waiting {} for the warm-up to leave the limiter's counts …",
+        humantime::format_duration(settle)
+    );
+    tokio::time::sleep(settle).await;
     let addrs: Vec<_> = fleet.running().iter().map(|i| i.addr).collect();
     let before = commands(redis).await;
     println!(
