@@ -82,7 +82,7 @@ test: setup lint build
 
 # The slow tier, which CI runs after `test`: docs/your-limiter.md's walkthrough end to end, then
 # `peers-errors` and `peers-failover` on every peer target, scaled down (tests/peers_scenario.rs's
-# ignored tests, about 12 minutes; `peers` itself runs in `test`). The walkthrough installs
+# ignored tests, about 11.5 minutes; `peers` itself runs in `test`). The walkthrough installs
 # failmode and failmode-reference with `cargo install` (into .tools/install), then runs
 # examples/checkout-api from a directory outside the repository with only those binaries, Redis
 # and Toxiproxy, the checkout hidden (a mount namespace: needs root). The install builds in
