@@ -39,10 +39,11 @@ fn the_peers_scenario_runs_every_target_through_every_fault_and_confirms_the_see
     every_target_through_every_fault("peers", PEERS_SCALE, &["slow", "hung", "stalled", "fault"]);
 }
 
-/// In `just test-slow` (about 8 minutes; see the failover test below for the two together). It failed three runs in a row here before target
-/// manifests had `[warm_up]` (2026-12-03): on express-rate-limit's and flask-limiter's healthy
-/// phase (9.2-13.8 % 500s with Redis healthy) and, at a fifth, on Envoy's claims. With the
-/// warm-up it passed both times it ran here on 2026-12-04 (486 s the first time).
+/// In `just test-slow` (about 8 minutes; the failover test below says the two together). It
+/// failed three runs in a row here before target manifests had `[warm_up]` (2026-12-03): on
+/// express-rate-limit's and flask-limiter's healthy phase (9.2-13.8 % 500s with Redis healthy)
+/// and, at a fifth, on Envoy's claims. With the warm-up it passed both times it ran here on
+/// 2026-12-04 (486 s the first time).
 #[test]
 #[ignore = "slow tier: `just test-slow` runs it"]
 fn the_peers_errors_scenario_runs_every_target_through_every_error_reply_and_confirms_its_claims() {

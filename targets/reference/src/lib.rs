@@ -120,7 +120,7 @@ impl Server {
             }
             if !store.is_connected() {
                 tracing::warn!(
-                    redis = %config::redacted_url(&config.redis_url),
+                    redis = %store::redacted_url(&config.redis_url),
                     "store unreachable at start-up: starting degraded, deciding locally until it answers"
                 );
                 limiter.start_degraded();

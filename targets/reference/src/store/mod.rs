@@ -13,8 +13,8 @@ use crate::policy::Algorithm;
 pub(crate) use connection::BACKOFF_MAX as RECONNECT_BACKOFF_MAX;
 use connection::Connection;
 use scripts::{LuaScript, Reloaded, Scripts};
-pub use source::SentinelSettings;
 pub(crate) use source::Source;
+pub use source::{SentinelSettings, redacted_url};
 
 /// Why a store call gave no answer. Each is a fallback reason, never a failed request.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

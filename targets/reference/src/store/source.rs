@@ -84,6 +84,22 @@ impl Source {
     }
 }
 
+/// `url` without its user name and password, for logs: a Redis URL may carry an ACL password.
+/// Text that does not parse as a URL is shown as a placeholder, since it cannot be cleaned.
+pub fn redacted_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            if u.password().is_some() || !u.username().is_empty() {
+                // Both only fail for URLs that cannot hold credentials, which have none.
+                let _ = u.set_username("");
+                let _ = u.set_password(None);
+            }
+            u.to_string()
+        }
+        Err(_) => "(a Redis URL that does not parse)".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +121,22 @@ mod tests {
         assert!(SentinelSettings::parse(&["nohost".into()], "m").is_err());
         assert!(SentinelSettings::parse(&["h:port".into()], "m").is_err());
         assert!(SentinelSettings::parse(&["h:1".into()], "").is_err());
+    }
+
+    #[test]
+    fn a_logged_redis_url_carries_no_credentials() {
+        assert_eq!(
+            redacted_url("redis://app:s3cret@10.0.0.5:6379/2"),
+            "redis://10.0.0.5:6379/2"
+        );
+        assert_eq!(
+            redacted_url("rediss://:s3cret@cache.internal:6380"),
+            "rediss://cache.internal:6380"
+        );
+        assert_eq!(
+            redacted_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+        assert!(!redacted_url("not a url s3cret").contains("s3cret"));
     }
 }
