@@ -320,6 +320,7 @@ const SCENARIO_KEYS: &[&str] = &[
     "instances",
     "max_connections",
     "keep_alive",
+    "max_idle_connections",
     "phases",
     "start",
     "end",

@@ -2,7 +2,7 @@
 //! over several sender threads sends the same requests as one thread, each sender saying how
 //! far it has dispatched; the senders share a target's connection cap and stop together on a
 //! cancel; without keep-alive every request opens its own connection, with it they share a
-//! few; and every connection opened is counted, up to a run's `run.json` and `series.csv`
+//! few, and an idle cap closes what a peak opened; and every connection opened is counted, up to a run's `run.json` and `series.csv`
 //! (against the scripted oracle target).
 //!
 //! The server is the test kit's scripted one (`support::scripted_server`).
@@ -12,6 +12,8 @@
 mod support;
 
 use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use failmode::load::{LoadPlan, Senders, Spread};
@@ -175,6 +177,53 @@ async fn without_keep_alive_every_request_opens_a_connection_and_with_it_they_sh
             assert!(samples.all().iter().all(|s| s.new_connections == 1));
         }
     }
+}
+
+#[tokio::test]
+async fn an_idle_cap_closes_what_a_peak_opened_so_the_next_peak_opens_its_own() {
+    // 100 a second for 1.2 s: requests 0–19 and 60–79 (two peaks, 400 ms apart) are answered
+    // after 300 ms, 20 in flight at once; the rest at once. Without a cap the second peak
+    // finds the first one's 20 connections idle (back 110–300 ms before it, well within the
+    // 4 s idle timeout); with a cap of 1 they were closed as they came back.
+    let mut opened_by_cap = Vec::new();
+    for max_idle in [None, NonZeroUsize::new(1)] {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&seen);
+        let server = Server::start(move |_| {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            if n < 20 || (60..80).contains(&n) {
+                Action::Answer {
+                    status: 200,
+                    after: Duration::from_millis(300),
+                }
+            } else {
+                answer(200)
+            }
+        })
+        .await;
+        let mut plan = plan(
+            vec![server.addr],
+            vec![tenant("acme", 100.0, Spread::Sticky)],
+            Duration::from_millis(1_200),
+        );
+        plan.targets[0].connections.max_idle = max_idle;
+        let (summary, samples, _) = run(plan, CancellationToken::new()).await;
+        assert_accounted(&summary, &samples);
+        assert_eq!((summary.sent, summary.dropped), (120, 0), "{summary:?}");
+        let opened: u32 = samples.all().iter().map(|s| s.new_connections).sum();
+        assert_eq!(opened as usize, server.connections());
+        opened_by_cap.push(opened);
+    }
+    let [uncapped, capped] = opened_by_cap[..] else {
+        unreachable!()
+    };
+    // The first peak needs 20 connections either way (and a few more open only if the machine
+    // stalls a request past the next one's instant); the second needs 19 more with the cap.
+    assert!(uncapped <= 30, "without a cap: {uncapped} connections");
+    assert!(
+        capped >= 39 && capped >= uncapped + 15,
+        "with a cap of 1: {capped} connections, {uncapped} without"
+    );
 }
 
 #[test]

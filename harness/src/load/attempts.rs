@@ -103,9 +103,7 @@ impl Attempts {
             }
             if self.rotation.version() != self.version {
                 self.version = self.rotation.version();
-                let sources = Arc::clone(&self.members.sources);
-                self.members =
-                    Arc::new(Members::read(&self.rotation, sources, Some(&self.members)));
+                self.members = Arc::new(self.members.reread(&self.rotation));
             }
         }
     }

@@ -1,5 +1,6 @@
-//! How a target's requests use connections: a cap on those in use, and keep-alive. The
-//! churn they cause (connections opened) is counted per request ([`super::Sample`]).
+//! How a target's requests use connections: a cap on those in use, keep-alive, and a cap on
+//! those kept idle. The churn they cause (connections opened) is counted per request
+//! ([`super::Sample`]).
 
 use std::num::NonZeroUsize;
 
@@ -23,6 +24,13 @@ pub struct Connections {
     /// connection pool does.
     #[serde(default = "kept")]
     pub keep_alive: bool,
+    /// Idle kept-alive connections kept per instance, at most (per sender thread, and per
+    /// source address for a target told callers by address); a connection coming back to a
+    /// full pool is closed, the least recently used first, as Go's `MaxIdleConnsPerHost`
+    /// does. `None`: every connection a peak opened is kept until idle 4 s. Only with
+    /// keep-alive (the scenario refuses it without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_idle: Option<NonZeroUsize>,
 }
 
 fn kept() -> bool {
@@ -34,6 +42,7 @@ impl Default for Connections {
         Self {
             max: None,
             keep_alive: true,
+            max_idle: None,
         }
     }
 }
@@ -48,6 +57,11 @@ impl Connections {
             _ => (scenario_bound, DropCause::InFlightBound),
         }
     }
+
+    /// How many idle connections one pool keeps, at most.
+    pub(crate) fn idle_cap(&self) -> usize {
+        self.max_idle.map_or(usize::MAX, NonZeroUsize::get)
+    }
 }
 
 #[cfg(test)]
@@ -59,6 +73,7 @@ mod tests {
         let capped = |max| Connections {
             max: NonZeroUsize::new(max),
             keep_alive: true,
+            max_idle: None,
         };
         assert_eq!(capped(5).bound(100), (5, DropCause::ConnectionCap));
         assert_eq!(capped(500).bound(100), (100, DropCause::InFlightBound));
@@ -72,6 +87,10 @@ mod tests {
     #[test]
     fn settings_written_without_keep_alive_read_as_kept_alive() {
         let c: Connections = serde_json::from_str(r#"{"max": 5}"#).unwrap();
-        assert_eq!((c.max, c.keep_alive), (NonZeroUsize::new(5), true));
+        assert_eq!(
+            (c.max, c.keep_alive, c.max_idle),
+            (NonZeroUsize::new(5), true, None)
+        );
+        assert_eq!(c.idle_cap(), usize::MAX, "no cap on the idle ones");
     }
 }

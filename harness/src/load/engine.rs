@@ -318,7 +318,13 @@ impl Load {
                 .targets
                 .iter()
                 .enumerate()
-                .map(|(i, t)| Followed::new(t.instances.clone(), prepared.sources_of(i)))
+                .map(|(i, t)| {
+                    Followed::new(
+                        t.instances.clone(),
+                        prepared.sources_of(i),
+                        t.connections.idle_cap(),
+                    )
+                })
                 .collect(),
             prepared,
             streams,

@@ -17,7 +17,8 @@
 //! requests in flight to it. A connection idle for [`IDLE_TIMEOUT`] is closed by us: a fault
 //! that slows the target fills the pool with the connections its peak needed, and a server
 //! without an idle timeout of its own (the reference has none) would keep them all, on both
-//! sides, for the rest of the run.
+//! sides, for the rest of the run. A target's `max_idle_connections` caps the pool besides:
+//! what a peak opened beyond it is closed as it comes back.
 
 use std::collections::VecDeque;
 use std::error::Error as StdError;
@@ -46,19 +47,22 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// The idle connections to one instance, each with when it came back, most recently used at
 /// the back: a warm few at the back stay in use, the front ages out ([`IDLE_TIMEOUT`]). With
 /// a `source`, every connection is bound to that local address before it connects: one
-/// tenant's pool, for a target that tells callers by their address.
+/// tenant's pool, for a target that tells callers by their address. At most `max_idle` are
+/// kept.
 #[derive(Debug)]
 pub(crate) struct Pool {
     addr: SocketAddr,
     source: Option<IpAddr>,
+    max_idle: usize,
     idle: Mutex<VecDeque<(Sender, Instant)>>,
 }
 
 impl Pool {
-    pub(crate) fn new(addr: SocketAddr, source: Option<IpAddr>) -> Self {
+    pub(crate) fn new(addr: SocketAddr, source: Option<IpAddr>, max_idle: usize) -> Self {
         Self {
             addr,
             source,
+            max_idle,
             idle: Mutex::new(VecDeque::new()),
         }
     }
@@ -84,7 +88,7 @@ impl Pool {
     }
 
     /// Puts a drained connection back as the most recent, and closes (drops) the oldest ones
-    /// that have been idle too long.
+    /// that have been idle too long or are beyond the pool's cap.
     fn put_back(&self, sender: Sender) {
         self.put_back_at(sender, Instant::now());
     }
@@ -98,6 +102,8 @@ impl Pool {
         {
             idle.pop_front();
         }
+        let beyond = idle.len().saturating_sub(self.max_idle);
+        idle.drain(..beyond);
     }
 
     /// When each idle connection came back, oldest first.
@@ -255,7 +261,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_idle_longer_than_the_timeout_is_closed_and_the_recent_ones_kept() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let pool = Pool::new(listener.local_addr().unwrap(), None);
+        let pool = Pool::new(listener.local_addr().unwrap(), None, usize::MAX);
         let stop = CancellationToken::new();
         tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
         let now = Instant::now();
@@ -286,7 +292,7 @@ mod tests {
     #[tokio::test]
     async fn a_pool_whose_most_recent_connection_is_too_old_reuses_none() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let pool = Pool::new(listener.local_addr().unwrap(), None);
+        let pool = Pool::new(listener.local_addr().unwrap(), None, usize::MAX);
         let stop = CancellationToken::new();
         tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
         let long_ago = Instant::now() - IDLE_TIMEOUT - Duration::from_millis(1);
@@ -294,6 +300,31 @@ mod tests {
         let (_, reused) = pool.checkout().await.unwrap();
         assert!(!reused, "a connection idle past the timeout is not reused");
         assert!(pool.idle_since().is_empty());
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_connection_back_to_a_full_pool_closes_the_least_recently_used() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let pool = Pool::new(listener.local_addr().unwrap(), None, 2);
+        let stop = CancellationToken::new();
+        tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
+        let now = Instant::now();
+        let at = |ms| now - Duration::from_millis(ms);
+        // Three requests in flight at once, as in a peak: three connections.
+        let opened = [
+            pool.connect().await.unwrap(),
+            pool.connect().await.unwrap(),
+            pool.connect().await.unwrap(),
+        ];
+        for (sender, ms) in opened.into_iter().zip([30, 20, 10]) {
+            pool.put_back_at(sender, at(ms));
+        }
+        assert_eq!(
+            pool.idle_since(),
+            [at(20), at(10)],
+            "two kept, the one back first closed"
+        );
         stop.cancel();
     }
 }

@@ -12,12 +12,13 @@ use super::exchange::Pool;
 /// A target's instances as last read from its rotation: connection pools and a Host header
 /// for every instance known (by its index), and the indexes in rotation. An instance has one
 /// pool per source address (`sources`): one unbound pool, or one per tenant for a target that
-/// tells callers by source address.
+/// tells callers by source address. A pool keeps `max_idle` idle connections at most.
 #[derive(Debug)]
 pub(super) struct Members {
     /// Instance i's pool for source s at `i * sources.len() + s`.
     pools: Vec<Arc<Pool>>,
-    pub(super) sources: Arc<[Option<IpAddr>]>,
+    sources: Arc<[Option<IpAddr>]>,
+    max_idle: usize,
     pub(super) hosts: Vec<HeaderValue>,
     pub(super) in_rotation: Vec<usize>,
 }
@@ -25,9 +26,10 @@ pub(super) struct Members {
 impl Members {
     /// From the rotation as it is now, keeping the pools (and their open connections) of
     /// instances whose address has not changed.
-    pub(super) fn read(
+    fn read(
         rotation: &Rotation,
         sources: Arc<[Option<IpAddr>]>,
+        max_idle: usize,
         before: Option<&Members>,
     ) -> Self {
         let members = rotation.members();
@@ -39,7 +41,7 @@ impl Members {
                 sources.iter().enumerate().map(move |(s, source)| {
                     match before.and_then(|b| b.pools.get(i * per + s)) {
                         Some(pool) if pool.addr() == m.addr => Arc::clone(pool),
-                        _ => Arc::new(Pool::new(m.addr, *source)),
+                        _ => Arc::new(Pool::new(m.addr, *source, max_idle)),
                     }
                 })
             })
@@ -58,6 +60,7 @@ impl Members {
         Self {
             pools,
             sources,
+            max_idle,
             hosts,
             // None in rotation: send to every known one anyway, as a balancer without
             // health checks would; their refusals are the outcome.
@@ -67,6 +70,17 @@ impl Members {
                 in_rotation
             },
         }
+    }
+
+    /// The rotation as it is now, with these members' sources and cap, keeping their pools
+    /// where the address has not changed.
+    pub(super) fn reread(&self, rotation: &Rotation) -> Self {
+        Self::read(
+            rotation,
+            Arc::clone(&self.sources),
+            self.max_idle,
+            Some(self),
+        )
     }
 
     /// Where `tenant`'s requests to `instance` take their connection from.
@@ -86,9 +100,9 @@ pub(super) struct Followed {
 }
 
 impl Followed {
-    pub(super) fn new(rotation: Rotation, sources: Arc<[Option<IpAddr>]>) -> Self {
+    pub(super) fn new(rotation: Rotation, sources: Arc<[Option<IpAddr>]>, max_idle: usize) -> Self {
         let version = rotation.version();
-        let members = Arc::new(Members::read(&rotation, sources, None));
+        let members = Arc::new(Members::read(&rotation, sources, max_idle, None));
         Self {
             rotation,
             version,
@@ -100,8 +114,7 @@ impl Followed {
     pub(super) fn current(&mut self) -> &Arc<Members> {
         let version = self.rotation.version();
         if version != self.version {
-            let sources = Arc::clone(&self.members.sources);
-            self.members = Arc::new(Members::read(&self.rotation, sources, Some(&self.members)));
+            self.members = Arc::new(self.members.reread(&self.rotation));
             self.version = version;
         }
         &self.members

@@ -52,7 +52,7 @@ pub struct TargetRef {
     pub instances: Option<u32>,
     /// `manifest = "…"`: the manifest this target is read from, not one found by name.
     pub manifest: Option<ManifestRef>,
-    /// `max_connections`, `keep_alive`.
+    /// `max_connections`, `keep_alive`, `max_idle_connections`.
     pub connections: Connections,
 }
 

@@ -280,7 +280,8 @@ fn a_target_is_named_or_given_by_manifest_path_never_both_nor_neither() {
 }
 
 #[test]
-fn a_targets_connection_cap_and_keep_alive_are_read_and_a_cap_of_zero_is_refused() {
+fn a_targets_connection_caps_and_keep_alive_are_read_and_a_cap_of_zero_or_an_idle_cap_without_keep_alive_is_refused()
+ {
     let s = Scenario::parse(MINIMAL, "test.toml").unwrap();
     assert_eq!(s.connections_of("reference"), Connections::default());
     assert!(s.connections_of("reference").keep_alive);
@@ -298,6 +299,21 @@ fn a_targets_connection_cap_and_keep_alive_are_read_and_a_cap_of_zero_is_refused
         s.connections_of("not-listed"),
         Connections::default(),
         "a target given by --targets"
+    );
+
+    let s = Scenario::parse(&with("max_idle_connections = 4\n"), "t").unwrap();
+    let c = s.connections_of("reference");
+    assert_eq!(c.max_idle.map(|m| m.get()), Some(4));
+    assert_eq!(c.idle_cap(), 4);
+    let e = err(&with("max_idle_connections = 0\n"));
+    assert!(
+        e.contains("`targets.max_idle_connections`") && e.contains("at least 1"),
+        "{e}"
+    );
+    let e = err(&with("max_idle_connections = 4\nkeep_alive = false\n"));
+    assert!(
+        e.contains("`targets.max_idle_connections`") && e.contains("`keep_alive = false`"),
+        "{e}"
     );
 
     let e = err(&with("max_connections = 0\n"));

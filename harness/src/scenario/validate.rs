@@ -209,13 +209,34 @@ pub(super) fn targets(
             Some(max) => max,
             None => None,
         };
+        let keep_alive = t.keep_alive.unwrap_or(true);
+        let max_idle = match (t.max_idle_connections.map(NonZeroUsize::new), keep_alive) {
+            (Some(None), _) => {
+                return Err(invalid.at(
+                    "targets.max_idle_connections",
+                    span,
+                    "must be at least 1 (`keep_alive = false` keeps none)".into(),
+                ));
+            }
+            (Some(Some(_)), false) => {
+                return Err(invalid.at(
+                    "targets.max_idle_connections",
+                    span,
+                    "caps the connections kept alive, and `keep_alive = false` keeps none: \
+                     leave one of them out"
+                        .into(),
+                ));
+            }
+            (max_idle, _) => max_idle.flatten(),
+        };
         targets.push(TargetRef {
             name,
             instances: t.instances,
             manifest,
             connections: Connections {
                 max,
-                keep_alive: t.keep_alive.unwrap_or(true),
+                keep_alive,
+                max_idle,
             },
         });
     }
