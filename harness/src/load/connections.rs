@@ -14,35 +14,85 @@ use super::DropCause;
 /// A request due while the cap is reached is dropped and counted
 /// ([`DropCause::ConnectionCap`]), never held back: an open-model generator that waited for a
 /// connection would send late and measure itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "Written", into = "Written")]
 pub struct Connections {
     /// Connections in use at once, at most; `None`: only the scenario's in-flight bound.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<NonZeroUsize>,
-    /// Whether a connection is kept for the next request (closed after 4 s idle); without,
-    /// every request opens a connection of its own and closes it, as a client without a
+    pub keep_alive: KeepAlive,
+}
+
+/// Whether a connection is kept for the next request, and how many are kept idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeepAlive {
+    /// Every request opens a connection of its own and closes it, as a client without a
     /// connection pool does.
-    #[serde(default = "kept")]
-    pub keep_alive: bool,
-    /// Idle kept-alive connections kept per instance, at most (per sender thread, and per
-    /// source address for a target told callers by address); a connection coming back to a
-    /// full pool is closed, the least recently used first, as Go's `MaxIdleConnsPerHost`
-    /// does. `None`: every connection a peak opened is kept until idle 4 s. Only with
-    /// keep-alive (the scenario refuses it without).
+    Off,
+    /// Kept for the next request until idle 4 s, with at most `max_idle` idle per instance
+    /// (per sender thread and source address); `None`: as many as a peak opened. A connection
+    /// coming back to a full pool closes the least recently used one: Go's
+    /// `MaxIdleConnsPerHost` keeps as many but closes the one coming back, and the fresher
+    /// connection is the less likely to meet a server's own idle timeout.
+    On { max_idle: Option<NonZeroUsize> },
+}
+
+impl Default for KeepAlive {
+    fn default() -> Self {
+        Self::On { max_idle: None }
+    }
+}
+
+impl KeepAlive {
+    pub fn is_on(self) -> bool {
+        matches!(self, Self::On { .. })
+    }
+
+    /// How many idle connections one pool keeps, at most (`None`: no cap).
+    pub fn max_idle(self) -> Option<NonZeroUsize> {
+        match self {
+            Self::Off => None,
+            Self::On { max_idle } => max_idle,
+        }
+    }
+}
+
+/// As `run.json` and a worker's plan write it: `keep_alive` a flag beside the caps.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Written {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_idle: Option<NonZeroUsize>,
+    max: Option<NonZeroUsize>,
+    #[serde(default = "kept")]
+    keep_alive: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_idle: Option<NonZeroUsize>,
 }
 
 fn kept() -> bool {
     true
 }
 
-impl Default for Connections {
-    fn default() -> Self {
+impl TryFrom<Written> for Connections {
+    type Error = &'static str;
+
+    fn try_from(w: Written) -> Result<Self, Self::Error> {
+        let keep_alive = match (w.keep_alive, w.max_idle) {
+            (true, max_idle) => KeepAlive::On { max_idle },
+            (false, None) => KeepAlive::Off,
+            (false, Some(_)) => return Err("max_idle without keep_alive: none is kept"),
+        };
+        Ok(Self {
+            max: w.max,
+            keep_alive,
+        })
+    }
+}
+
+impl From<Connections> for Written {
+    fn from(c: Connections) -> Self {
         Self {
-            max: None,
-            keep_alive: true,
-            max_idle: None,
+            max: c.max,
+            keep_alive: c.keep_alive.is_on(),
+            max_idle: c.keep_alive.max_idle(),
         }
     }
 }
@@ -57,11 +107,6 @@ impl Connections {
             _ => (scenario_bound, DropCause::InFlightBound),
         }
     }
-
-    /// How many idle connections one pool keeps, at most.
-    pub(crate) fn idle_cap(&self) -> usize {
-        self.max_idle.map_or(usize::MAX, NonZeroUsize::get)
-    }
 }
 
 #[cfg(test)]
@@ -72,8 +117,7 @@ mod tests {
     fn the_lower_of_the_in_flight_bound_and_the_connection_cap_binds_and_names_the_cause() {
         let capped = |max| Connections {
             max: NonZeroUsize::new(max),
-            keep_alive: true,
-            max_idle: None,
+            keep_alive: KeepAlive::default(),
         };
         assert_eq!(capped(5).bound(100), (5, DropCause::ConnectionCap));
         assert_eq!(capped(500).bound(100), (100, DropCause::InFlightBound));
@@ -85,12 +129,29 @@ mod tests {
     }
 
     #[test]
-    fn settings_written_without_keep_alive_read_as_kept_alive() {
+    fn settings_written_without_keep_alive_read_as_kept_alive_and_round_trip() {
         let c: Connections = serde_json::from_str(r#"{"max": 5}"#).unwrap();
         assert_eq!(
-            (c.max, c.keep_alive, c.max_idle),
-            (NonZeroUsize::new(5), true, None)
+            c,
+            Connections {
+                max: NonZeroUsize::new(5),
+                keep_alive: KeepAlive::On { max_idle: None }
+            }
         );
-        assert_eq!(c.idle_cap(), usize::MAX, "no cap on the idle ones");
+        for text in [
+            r#"{"max":5,"keep_alive":true}"#,
+            r#"{"keep_alive":false}"#,
+            r#"{"keep_alive":true,"max_idle":3}"#,
+        ] {
+            let c: Connections = serde_json::from_str(text).unwrap();
+            assert_eq!(serde_json::to_string(&c).unwrap(), text);
+        }
+    }
+
+    #[test]
+    fn an_idle_cap_without_keep_alive_is_refused_when_read() {
+        let e = serde_json::from_str::<Connections>(r#"{"keep_alive":false,"max_idle":3}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("max_idle without keep_alive"), "{e}");
     }
 }

@@ -322,7 +322,7 @@ impl Load {
                     Followed::new(
                         t.instances.clone(),
                         prepared.sources_of(i),
-                        t.connections.idle_cap(),
+                        t.connections.keep_alive.max_idle(),
                     )
                 })
                 .collect(),
@@ -334,7 +334,7 @@ impl Load {
             keep_alive: plan
                 .targets
                 .iter()
-                .map(|t| t.connections.keep_alive)
+                .map(|t| t.connections.keep_alive.is_on())
                 .collect(),
             start,
             end: start + plan.duration,

@@ -17,13 +17,15 @@
 //! requests in flight to it. A connection idle for [`IDLE_TIMEOUT`] is closed by us: a fault
 //! that slows the target fills the pool with the connections its peak needed, and a server
 //! without an idle timeout of its own (the reference has none) would keep them all, on both
-//! sides, for the rest of the run. A target's `max_idle_connections` caps the pool besides:
-//! what a peak opened beyond it is closed as it comes back.
+//! sides, for the rest of the run. A target's `max_idle_connections` caps the pool besides,
+//! closing the least recently used as more come back. A connection the server has closed
+//! stays in the pool, and counts against the cap, until a checkout reaches it.
 
 use std::collections::VecDeque;
 use std::error::Error as StdError;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroUsize;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -41,8 +43,9 @@ type Sender = SendRequest<Empty<Bytes>>;
 
 /// How long a connection may sit idle in the pool before we close it. Below the 5 s after
 /// which Node's HTTP server closes an idle connection, so that a kept connection is closed by
-/// our side, not by the server's as a request is being written on it.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+/// our side, not by the server's as a request is being written on it. failmode's own requests
+/// to instances (`targets::loopback_client`) keep theirs no longer.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// The idle connections to one instance, each with when it came back, most recently used at
 /// the back: a warm few at the back stay in use, the front ages out ([`IDLE_TIMEOUT`]). With
@@ -53,12 +56,16 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 pub(crate) struct Pool {
     addr: SocketAddr,
     source: Option<IpAddr>,
-    max_idle: usize,
+    max_idle: Option<NonZeroUsize>,
     idle: Mutex<VecDeque<(Sender, Instant)>>,
 }
 
 impl Pool {
-    pub(crate) fn new(addr: SocketAddr, source: Option<IpAddr>, max_idle: usize) -> Self {
+    pub(crate) fn new(
+        addr: SocketAddr,
+        source: Option<IpAddr>,
+        max_idle: Option<NonZeroUsize>,
+    ) -> Self {
         Self {
             addr,
             source,
@@ -102,8 +109,12 @@ impl Pool {
         {
             idle.pop_front();
         }
-        let beyond = idle.len().saturating_sub(self.max_idle);
-        idle.drain(..beyond);
+        if let Some(max) = self.max_idle
+            && idle.len() > max.get()
+        {
+            // At most one over: each put-back keeps the cap.
+            idle.pop_front();
+        }
     }
 
     /// When each idle connection came back, oldest first.
@@ -261,7 +272,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_idle_longer_than_the_timeout_is_closed_and_the_recent_ones_kept() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let pool = Pool::new(listener.local_addr().unwrap(), None, usize::MAX);
+        let pool = Pool::new(listener.local_addr().unwrap(), None, None);
         let stop = CancellationToken::new();
         tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
         let now = Instant::now();
@@ -292,7 +303,7 @@ mod tests {
     #[tokio::test]
     async fn a_pool_whose_most_recent_connection_is_too_old_reuses_none() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let pool = Pool::new(listener.local_addr().unwrap(), None, usize::MAX);
+        let pool = Pool::new(listener.local_addr().unwrap(), None, None);
         let stop = CancellationToken::new();
         tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
         let long_ago = Instant::now() - IDLE_TIMEOUT - Duration::from_millis(1);
@@ -306,7 +317,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_back_to_a_full_pool_closes_the_least_recently_used() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let pool = Pool::new(listener.local_addr().unwrap(), None, 2);
+        let pool = Pool::new(listener.local_addr().unwrap(), None, NonZeroUsize::new(2));
         let stop = CancellationToken::new();
         tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
         let now = Instant::now();

@@ -2,6 +2,7 @@
 //! connection pools and Host header, read again only when the rotation changes.
 
 use std::net::IpAddr;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use hyper::header::HeaderValue;
@@ -18,7 +19,7 @@ pub(super) struct Members {
     /// Instance i's pool for source s at `i * sources.len() + s`.
     pools: Vec<Arc<Pool>>,
     sources: Arc<[Option<IpAddr>]>,
-    max_idle: usize,
+    max_idle: Option<NonZeroUsize>,
     pub(super) hosts: Vec<HeaderValue>,
     pub(super) in_rotation: Vec<usize>,
 }
@@ -29,7 +30,7 @@ impl Members {
     fn read(
         rotation: &Rotation,
         sources: Arc<[Option<IpAddr>]>,
-        max_idle: usize,
+        max_idle: Option<NonZeroUsize>,
         before: Option<&Members>,
     ) -> Self {
         let members = rotation.members();
@@ -100,7 +101,11 @@ pub(super) struct Followed {
 }
 
 impl Followed {
-    pub(super) fn new(rotation: Rotation, sources: Arc<[Option<IpAddr>]>, max_idle: usize) -> Self {
+    pub(super) fn new(
+        rotation: Rotation,
+        sources: Arc<[Option<IpAddr>]>,
+        max_idle: Option<NonZeroUsize>,
+    ) -> Self {
         let version = rotation.version();
         let members = Arc::new(Members::read(&rotation, sources, max_idle, None));
         Self {

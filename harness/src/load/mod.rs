@@ -45,10 +45,11 @@ pub mod shard;
 mod stream;
 
 pub use client::Client;
-pub use connections::Connections;
+pub use connections::{Connections, KeepAlive};
 pub(crate) use engine::MAX_LATE;
 pub use engine::try_run;
 pub use error::LoadError;
+pub(crate) use exchange::IDLE_TIMEOUT;
 pub use keys::{Caller, Keys};
 pub use rotation::Rotation;
 pub use shard::Senders;

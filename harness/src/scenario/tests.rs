@@ -1,5 +1,7 @@
 use super::*;
-use crate::load::{Arrival, Connections, Spread};
+use std::num::NonZeroUsize;
+
+use crate::load::{Arrival, Connections, KeepAlive, Spread};
 
 const MINIMAL: &str = r#"
 name = "t"
@@ -280,11 +282,10 @@ fn a_target_is_named_or_given_by_manifest_path_never_both_nor_neither() {
 }
 
 #[test]
-fn a_targets_connection_caps_and_keep_alive_are_read_and_a_cap_of_zero_or_an_idle_cap_without_keep_alive_is_refused()
- {
+fn a_targets_connection_settings_are_read_and_a_zero_cap_or_idle_cap_without_keep_alive_refused() {
     let s = Scenario::parse(MINIMAL, "test.toml").unwrap();
     assert_eq!(s.connections_of("reference"), Connections::default());
-    assert!(s.connections_of("reference").keep_alive);
+    assert!(s.connections_of("reference").keep_alive.is_on());
 
     let with = |settings: &str| {
         MINIMAL.replace(
@@ -294,7 +295,10 @@ fn a_targets_connection_caps_and_keep_alive_are_read_and_a_cap_of_zero_or_an_idl
     };
     let s = Scenario::parse(&with("max_connections = 8\nkeep_alive = false\n"), "t").unwrap();
     let c = s.connections_of("reference");
-    assert_eq!((c.max.map(|m| m.get()), c.keep_alive), (Some(8), false));
+    assert_eq!(
+        (c.max.map(|m| m.get()), c.keep_alive),
+        (Some(8), KeepAlive::Off)
+    );
     assert_eq!(
         s.connections_of("not-listed"),
         Connections::default(),
@@ -303,8 +307,7 @@ fn a_targets_connection_caps_and_keep_alive_are_read_and_a_cap_of_zero_or_an_idl
 
     let s = Scenario::parse(&with("max_idle_connections = 4\n"), "t").unwrap();
     let c = s.connections_of("reference");
-    assert_eq!(c.max_idle.map(|m| m.get()), Some(4));
-    assert_eq!(c.idle_cap(), 4);
+    assert_eq!(c.keep_alive.max_idle(), NonZeroUsize::new(4));
     let e = err(&with("max_idle_connections = 0\n"));
     assert!(
         e.contains("`targets.max_idle_connections`") && e.contains("at least 1"),

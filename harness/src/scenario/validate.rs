@@ -13,7 +13,7 @@ use super::invalid::{Invalid, line_of};
 use super::raw::{RawLoad, RawPhase, RawPolicy, RawPopulation, RawTarget, RawTenant};
 use super::{ManifestRef, Phase, ScenarioError, TargetRef, Tenant};
 use crate::faults::Fault;
-use crate::load::{Arrival, Caller, Connections, Spread};
+use crate::load::{Arrival, Caller, Connections, KeepAlive, Spread};
 use crate::names::is_plain_name;
 
 /// What makes a client behaviour unusable, if anything.
@@ -209,16 +209,21 @@ pub(super) fn targets(
             Some(max) => max,
             None => None,
         };
-        let keep_alive = t.keep_alive.unwrap_or(true);
-        let max_idle = match (t.max_idle_connections.map(NonZeroUsize::new), keep_alive) {
-            (Some(None), _) => {
+        let max_idle = match t.max_idle_connections {
+            None => None,
+            Some(0) => {
                 return Err(invalid.at(
                     "targets.max_idle_connections",
                     span,
                     "must be at least 1 (`keep_alive = false` keeps none)".into(),
                 ));
             }
-            (Some(Some(_)), false) => {
+            Some(n) => NonZeroUsize::new(n),
+        };
+        let keep_alive = match (t.keep_alive.unwrap_or(true), max_idle) {
+            (true, max_idle) => KeepAlive::On { max_idle },
+            (false, None) => KeepAlive::Off,
+            (false, Some(_)) => {
                 return Err(invalid.at(
                     "targets.max_idle_connections",
                     span,
@@ -227,17 +232,12 @@ pub(super) fn targets(
                         .into(),
                 ));
             }
-            (max_idle, _) => max_idle.flatten(),
         };
         targets.push(TargetRef {
             name,
             instances: t.instances,
             manifest,
-            connections: Connections {
-                max,
-                keep_alive,
-                max_idle,
-            },
+            connections: Connections { max, keep_alive },
         });
     }
     Ok(targets)
