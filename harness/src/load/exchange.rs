@@ -78,6 +78,11 @@ impl Pool {
         self.addr
     }
 
+    #[cfg(test)]
+    pub(crate) fn max_idle(&self) -> Option<NonZeroUsize> {
+        self.max_idle
+    }
+
     fn take_idle(&self) -> Option<Sender> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some((sender, since)) = idle.pop_back() {

@@ -125,3 +125,24 @@ impl Followed {
         &self.members
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_instance_that_moves_gets_a_new_pool_with_the_same_idle_cap_and_the_others_keep_theirs() {
+        let addr = |port| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let rotation = Rotation::new([addr(1001), addr(1002)]);
+        let cap = NonZeroUsize::new(3);
+        let mut followed = Followed::new(rotation.clone(), Arc::from([None]), cap);
+        let before = Arc::clone(followed.current());
+
+        rotation.set(1, addr(2002), true);
+        let after = followed.current();
+        assert!(std::ptr::eq(before.pool(0, 0), after.pool(0, 0)), "kept");
+        assert!(!std::ptr::eq(before.pool(1, 0), after.pool(1, 0)));
+        assert_eq!(after.pool(1, 0).addr(), addr(2002));
+        assert_eq!(after.pool(1, 0).max_idle(), cap);
+    }
+}

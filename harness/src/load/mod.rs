@@ -9,8 +9,8 @@
 //! - `engine`: the sender threads: each merges its schedules, sends each request on time,
 //!   bounds what is in flight and classifies what comes back ([`try_run`]).
 //! - [`shard`]: how many sender threads, and which streams each sends ([`Senders`]).
-//! - `connections`: how a target's requests use connections: a cap, keep-alive
-//!   ([`Connections`]).
+//! - `connections`: how a target's requests use connections: a cap, keep-alive and a cap on
+//!   idle ones ([`Connections`], [`KeepAlive`]).
 //! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`).
 //! - `exchange`: one HTTP exchange on a pooled keep-alive connection (or a connection of its
 //!   own, without keep-alive), and its classification.

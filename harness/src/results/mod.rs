@@ -170,8 +170,8 @@ pub struct TargetResult {
     /// run.json written before failmode recorded it (a header then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<CallerIdentity>,
-    /// How the run's requests used connections to it: the scenario's `max_connections` and
-    /// `keep_alive` for it.
+    /// How the run's requests used connections to it: the scenario's `max_connections`,
+    /// `keep_alive` and `max_idle_connections` for it.
     #[serde(default)]
     pub connections: crate::load::Connections,
     /// The load generator's lateness for this target: actual − scheduled send, µs (`None`:
