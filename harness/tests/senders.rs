@@ -3,7 +3,8 @@
 //! far it has dispatched; the senders share a target's connection cap and stop together on a
 //! cancel; without keep-alive every request opens its own connection, with it they share a
 //! few, and an idle cap closes what a peak opened; and every connection opened is counted, up
-//! to a run's `run.json` and `series.csv` (against the scripted oracle target).
+//! to a run's `run.json` and `series.csv`, as is the idle cap (against the scripted oracle
+//! target).
 //!
 //! The server is the test kit's scripted one (`support::scripted_server`).
 
@@ -186,18 +187,18 @@ async fn without_keep_alive_every_request_opens_a_connection_and_with_it_they_sh
 
 #[tokio::test]
 async fn an_idle_cap_closes_what_a_peak_opened_so_the_next_peak_opens_its_own() {
-    // 100 a second for 1.2 s: requests 0–19 and 60–79 (two peaks, the second sent from
-    // 600 ms, 300 ms after the first's answers began) are answered after 300 ms, 20 in flight
-    // at once; the rest at once. Without a cap the second peak finds the first one's
-    // connections idle (well within the 4 s idle timeout); with a cap of 1, all but one were
-    // closed as they came back.
+    // 100 a second for 1.6 s: requests 0–19 and 100–119 (two peaks, the second sent from
+    // 1 s, 500 ms after the first's last answer) are answered after 300 ms, 20 in flight at
+    // once; the rest at once. Without a cap the second peak finds the first one's connections
+    // idle (well within the 4 s idle timeout); with a cap of 1, all but one were closed as
+    // they came back.
     let mut fresh_by_cap = Vec::new();
     for max_idle in [None, NonZeroUsize::new(1)] {
         let seen = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&seen);
         let server = Server::start(move |_| {
             let n = counted.fetch_add(1, Ordering::SeqCst);
-            if n < 20 || (60..80).contains(&n) {
+            if n < 20 || (100..120).contains(&n) {
                 Action::Answer {
                     status: 200,
                     after: Duration::from_millis(300),
@@ -210,19 +211,19 @@ async fn an_idle_cap_closes_what_a_peak_opened_so_the_next_peak_opens_its_own() 
         let mut plan = plan(
             vec![server.addr],
             vec![tenant("acme", 100.0, Spread::Sticky)],
-            Duration::from_millis(1_200),
+            Duration::from_millis(1_600),
         );
         plan.targets[0].connections.keep_alive = KeepAlive::On { max_idle };
         let (summary, samples, _) = run(plan, CancellationToken::new()).await;
         assert_accounted(&summary, &samples);
-        assert_eq!((summary.sent, summary.dropped), (120, 0), "{summary:?}");
+        assert_eq!((summary.sent, summary.dropped), (160, 0), "{summary:?}");
         let opened: u32 = samples.all().iter().map(|s| s.new_connections).sum();
         assert_eq!(opened as usize, server.connections());
 
         // The second peak's connections that no request before it had used.
         let log = server.seen();
-        let before: HashSet<u64> = log[..60].iter().map(|s| s.connection).collect();
-        let fresh: HashSet<u64> = log[60..80]
+        let before: HashSet<u64> = log[..100].iter().map(|s| s.connection).collect();
+        let fresh: HashSet<u64> = log[100..120]
             .iter()
             .map(|s| s.connection)
             .filter(|c| !before.contains(c))
@@ -287,4 +288,33 @@ fn a_run_through_a_connection_cap_without_keep_alive_reports_the_cap_biting_and_
         .map(|row| row.counts.new_connections)
         .sum();
     assert_eq!(opened, r.load.sent);
+}
+
+#[test]
+fn a_targets_idle_cap_reaches_run_json_and_the_schema_refuses_one_without_keep_alive() {
+    let out = tempfile::tempdir().unwrap();
+    let folder = out.path().join("run");
+    let run = support::run_fixture(&fixture_path("oracle-idle-cap.toml"), &folder, &[]);
+    assert!(run.status.success(), "{run:?}");
+    assert_eq!(schema_errors(&folder), Vec::<String>::new());
+    let r = RunResult::read(&folder).unwrap();
+    assert_eq!(
+        r.targets[0].connections.keep_alive,
+        KeepAlive::On {
+            max_idle: NonZeroUsize::new(2)
+        }
+    );
+
+    // The same run.json claiming an idle cap without keep-alive is not one failmode writes.
+    let path = folder.join("run.json");
+    let mut written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    written["targets"][0]["connections"]["keep_alive"] = false.into();
+    std::fs::write(&path, written.to_string()).unwrap();
+    let errors = schema_errors(&folder);
+    assert!(
+        errors.iter().any(|e| e.contains("/targets/0/connections")),
+        "{errors:?}"
+    );
+    assert!(RunResult::read(&folder).is_err());
 }

@@ -19,6 +19,7 @@ use super::DropCause;
 pub struct Connections {
     /// Connections in use at once, at most; `None`: only the scenario's in-flight bound.
     pub max: Option<NonZeroUsize>,
+    /// Whether a connection is kept for the next request, and how many idle.
     pub keep_alive: KeepAlive,
 }
 
@@ -43,6 +44,16 @@ impl Default for KeepAlive {
 }
 
 impl KeepAlive {
+    /// From the scenario's (and run.json's) `keep_alive` and idle cap; `None` for a cap
+    /// without keep-alive, where no connection is kept to cap.
+    pub fn new(on: bool, max_idle: Option<NonZeroUsize>) -> Option<Self> {
+        match (on, max_idle) {
+            (true, max_idle) => Some(Self::On { max_idle }),
+            (false, None) => Some(Self::Off),
+            (false, Some(_)) => None,
+        }
+    }
+
     pub fn is_on(self) -> bool {
         matches!(self, Self::On { .. })
     }
@@ -56,7 +67,7 @@ impl KeepAlive {
     }
 }
 
-/// As `run.json` and a worker's plan write it: `keep_alive` a flag beside the caps.
+/// As `run.json` writes it: `keep_alive` a flag beside the caps.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Written {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,11 +86,8 @@ impl TryFrom<Written> for Connections {
     type Error = &'static str;
 
     fn try_from(w: Written) -> Result<Self, Self::Error> {
-        let keep_alive = match (w.keep_alive, w.max_idle) {
-            (true, max_idle) => KeepAlive::On { max_idle },
-            (false, None) => KeepAlive::Off,
-            (false, Some(_)) => return Err("max_idle without keep_alive: none is kept"),
-        };
+        let keep_alive = KeepAlive::new(w.keep_alive, w.max_idle)
+            .ok_or("max_idle without keep_alive: none is kept")?;
         Ok(Self {
             max: w.max,
             keep_alive,

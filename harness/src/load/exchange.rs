@@ -114,10 +114,9 @@ impl Pool {
         {
             idle.pop_front();
         }
-        if let Some(max) = self.max_idle
+        while let Some(max) = self.max_idle
             && idle.len() > max.get()
         {
-            // At most one over: each put-back keeps the cap.
             idle.pop_front();
         }
     }

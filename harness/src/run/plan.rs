@@ -48,7 +48,8 @@ pub(super) fn in_flight_bound(scenario: &Scenario, worker: Option<Worker>) -> us
 /// How this process's requests to `target` use connections: a worker gets its exact share of
 /// the cap (never above the scenario's in-flight bound, which validation holds to), so the
 /// workers together hold it, but at least one connection each (a cap below the number of
-/// workers is exceeded, docs/distributed.md).
+/// workers is exceeded, docs/distributed.md). Keep-alive and its idle cap are each worker's
+/// own, as each client machine's pool is.
 fn connections(scenario: &Scenario, target: &str, worker: Option<Worker>) -> load::Connections {
     let mut connections = scenario.connections_of(target);
     connections.max = connections.max.map(|max| match worker.map(|w| w.role) {

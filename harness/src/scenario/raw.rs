@@ -159,7 +159,7 @@ pub(crate) struct RawTarget {
     pub(crate) max_connections: Option<usize>,
     /// Whether its connections are kept for the next request (true).
     pub(crate) keep_alive: Option<bool>,
-    /// Idle connections kept per instance, at most (`load::Connections::max_idle`).
+    /// Idle connections kept per instance, at most (`load::KeepAlive::On`'s `max_idle`).
     pub(crate) max_idle_connections: Option<usize>,
 }
 

@@ -220,18 +220,14 @@ pub(super) fn targets(
             }
             Some(n) => NonZeroUsize::new(n),
         };
-        let keep_alive = match (t.keep_alive.unwrap_or(true), max_idle) {
-            (true, max_idle) => KeepAlive::On { max_idle },
-            (false, None) => KeepAlive::Off,
-            (false, Some(_)) => {
-                return Err(invalid.at(
-                    "targets.max_idle_connections",
-                    span,
-                    "caps the connections kept alive, and `keep_alive = false` keeps none: \
-                     leave one of them out"
-                        .into(),
-                ));
-            }
+        let Some(keep_alive) = KeepAlive::new(t.keep_alive.unwrap_or(true), max_idle) else {
+            return Err(invalid.at(
+                "targets.max_idle_connections",
+                span,
+                "caps the connections kept alive, and `keep_alive = false` keeps none: leave \
+                 one of them out"
+                    .into(),
+            ));
         };
         targets.push(TargetRef {
             name,

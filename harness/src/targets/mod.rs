@@ -16,9 +16,9 @@ pub use manifest::{ManifestError, SentinelEndpoint, TargetDef};
 /// The client of failmode's own requests to instances (readiness, warm-up, metrics reads):
 /// loopback only, never through a proxy the environment names (`HTTP_PROXY`), as the load's.
 /// Its idle connections close as the load's do: with reqwest's 90 s the warm-up's stayed open
-/// on both sides for the first minutes of every run (2 fds per instance, gone at minute 3 or
-/// 4 of a soak, so its fds read −11 % for good), and a peer that closes idle connections
-/// sooner (Node, at 5 s) could close one under the next request.
+/// on both sides well into every run (the soak counted them as fds that later vanished), and
+/// a peer that closes idle connections sooner (Node, at 5 s) could close one under the next
+/// request.
 pub fn loopback_client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
