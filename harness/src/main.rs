@@ -10,7 +10,11 @@ use failmode::cli::{Cli, dispatch};
 /// glibc's malloc keeps much of what a peak of requests in flight allocated (each holds a
 /// connection and its buffers) long after they are freed; mimalloc gives freed memory back to
 /// the system within moments, so memory after a fault's peak is about what the process needs,
-/// not the most it ever needed (`just soak`).
+/// not the most it ever needed (`just soak`). Built with `no_thp`: it does not ask for
+/// transparent huge pages, whose 2 MiB steps would make the soak's RSS readings move without
+/// any change in use. Unlike the reference, failmode does not turn them off for the process:
+/// that setting would pass to every child, and the limiters under test run as the host has
+/// them.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
