@@ -46,6 +46,12 @@ use nix::sys::resource::{UsageWho, getrusage};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+/// The engine with the allocator failmode's binary runs it with (`harness/src/main.rs`): a
+/// bench binary would otherwise get glibc's malloc, and measure CPU and memory that no user's
+/// run has.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The tenants' shares of the total rate.
 const SPLIT: [(&str, f64); 2] = [("acme", 0.75), ("globex", 0.25)];
 
