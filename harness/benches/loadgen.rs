@@ -30,7 +30,7 @@
 mod server;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,9 +46,9 @@ use nix::sys::resource::{UsageWho, getrusage};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-/// The engine with the allocator failmode's binary runs it with (`harness/src/main.rs`): a
-/// bench binary would otherwise get glibc's malloc, and measure CPU and memory that no user's
-/// run has.
+/// The allocator `failmode` runs with (`harness/src/main.rs`): a bench is its own binary, so
+/// without this the engine's children and the server in this process would run on glibc's
+/// malloc, measuring CPU and memory no user's run has.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -165,14 +165,16 @@ fn table_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/bench-loadgen.md")
 }
 
+/// The short revision, `-dirty` with uncommitted changes (the table then measured code no
+/// commit holds).
 fn git_revision() -> String {
-    Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map_or_else(|| "unknown".into(), |r| r.trim().to_owned())
+    failmode::run::git_revision(Path::new(env!("CARGO_MANIFEST_DIR"))).map_or_else(
+        || "unknown".into(),
+        |rev| {
+            let (hash, dirty) = rev.split_at(rev.find('-').unwrap_or(rev.len()));
+            format!("{}{dirty}", &hash[..hash.len().min(7)])
+        },
+    )
 }
 
 /// `published`: the run is the benchmark's own (the default rates, length and runs), whose

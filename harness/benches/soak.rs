@@ -2,8 +2,8 @@
 //! on the reference's four instances, a fault in every minute) with a sampler beside it that
 //! reads, every minute, the resident memory (`VmRSS`) and the open file descriptors of the
 //! harness and of each reference instance, from `/proc`. At the end it says whether each
-//! stayed within 10 % of its first-minute reading, and exits 1 if one did not (or if the run
-//! itself failed), with the most of each one's RSS that was in transparent huge pages.
+//! stayed within 10 % of its first-minute reading, and the most of its RSS seen in
+//! transparent huge pages, and exits 1 if one did not stay within (or if the run failed).
 //!
 //! The first minute is the baseline rather than the start because everything grows in it:
 //! connections are opened up to the concurrency the load needs, buffers and histograms fill.
@@ -25,7 +25,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-/// Samples per reading, a second apart; the reading is the least (see the header).
+/// Samples per reading, a second apart; the reading is the least RSS and fds (see the header).
 const SAMPLES: u32 = 5;
 /// Readings, one a minute; must match the scenario's length.
 const MINUTES: u32 = 30;
@@ -254,15 +254,16 @@ impl Table {
             }
             println!("{header}\n{rule}");
         }
-        // Each process's least RSS and fds, and most huge pages, over the samples ending on the minute.
-        let mut least: BTreeMap<u32, Reading> = BTreeMap::new();
+        // Each process's least RSS and fds, and most huge pages, over the samples ending on
+        // the minute.
+        let mut per_pid: BTreeMap<u32, Reading> = BTreeMap::new();
         for sample in 0..SAMPLES {
             if sample > 0 {
                 sleep(gap);
             }
             for &(pid, _) in &self.names {
                 if let Some(r) = reading(pid) {
-                    let l = least.entry(pid).or_insert(r);
+                    let l = per_pid.entry(pid).or_insert(r);
                     l.rss_kib = l.rss_kib.min(r.rss_kib);
                     l.fds = l.fds.min(r.fds);
                     l.huge_kib = l.huge_kib.max(r.huge_kib);
@@ -273,9 +274,15 @@ impl Table {
         let end = elapsed + gap * (SAMPLES - 1);
         let mut line = format!("| {minute} | {:.0} |", end.as_secs_f64());
         for &(pid, _) in &self.names {
-            match least.get(&pid).copied() {
+            match per_pid.get(&pid).copied() {
                 Some(r) => {
-                    line += &format!(" {:.1} | {} |", mib(r.rss_kib), r.fds);
+                    // Huge pages only where there are some, so that a step in RSS lines up
+                    // with them or not.
+                    let huge = match r.huge_kib {
+                        Some(h) if h > 0 => format!(" ({:.1} huge)", mib(h)),
+                        _ => String::new(),
+                    };
+                    line += &format!(" {:.1}{huge} | {} |", mib(r.rss_kib), r.fds);
                     row.insert(pid, r);
                 }
                 None => line += " gone | gone |",

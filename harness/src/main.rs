@@ -13,8 +13,8 @@ use failmode::cli::{Cli, dispatch};
 /// not the most it ever needed (`just soak`). Built with `no_thp`: it does not ask for
 /// transparent huge pages, whose 2 MiB steps would make the soak's RSS readings move without
 /// any change in use. Unlike the reference, failmode does not turn them off for the process:
-/// that setting would pass to every child, and the limiters under test run as the host has
-/// them.
+/// that setting would pass to every child, and Redis, Toxiproxy and the peers' limiters run as
+/// the host has them.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

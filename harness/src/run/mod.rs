@@ -39,6 +39,7 @@ use crate::{abort, load};
 pub use batches::run_in_batches;
 pub use error::RunError;
 use progress::Say;
+pub use record::git_revision;
 pub use start::parse_start_at;
 pub use topology::Topology;
 
@@ -89,7 +90,7 @@ pub async fn run(
     say: &Say,
 ) -> Result<RunOutcome, RunError> {
     // Read before anything runs: the tree as it was built, not as it is edited meanwhile.
-    let revision = record::git_revision(&opts.root);
+    let revision = git_revision(&opts.root);
     let defs = preflight::resolve(&opts)?;
     let guard = abort_guard(&opts, &defs)?;
     // Before `refuse` checks a worker's --start-at: the calibration takes its 400 ms first.

@@ -73,7 +73,9 @@ impl Ran {
     }
 }
 
-pub(super) fn git_revision(root: &Path) -> Option<String> {
+/// The checkout's revision at `root`, `-dirty` when tracked files differ from it (the binary
+/// may then hold changes no commit has); `None` outside a git checkout.
+pub fn git_revision(root: &Path) -> Option<String> {
     let out = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
         .current_dir(root)

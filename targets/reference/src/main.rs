@@ -28,7 +28,10 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     if let Err(e) = huge_pages {
-        tracing::warn!(error = %e, "could not turn transparent huge pages off; RSS may move in 2 MiB steps");
+        tracing::warn!(
+            error = %e,
+            "could not turn transparent huge pages off; RSS may move in 2 MiB steps"
+        );
     }
     let config = match Config::parse_from(std::env::args_os()) {
         Ok(config) => config,
@@ -84,9 +87,9 @@ async fn wait_for_signal() {
 
 /// Turns transparent huge pages off for this process, on a host that gives them to every
 /// process ("always") as on one that gives them on request. The heap is a few MiB: backed by
-/// 2 MiB pages, its RSS moves in 2 MiB steps whenever the kernel's khugepaged merges a sparsely
-/// used range into one (`max_ptes_none` lets it merge a range with a single page in use) or a
-/// purge splits one, at any moment and whatever the requests do, so a soak reads steps of
+/// 2 MiB pages, its RSS moves in 2 MiB steps when a burst first touches a 2 MiB range, when
+/// the kernel's khugepaged merges a sparsely used one into a huge page (`max_ptes_none` lets
+/// it merge a range with one page in use) or a purge splits one, so a soak reads steps of
 /// 2–5 MiB that are neither use nor leak. Nothing here gains from them at this size.
 #[cfg(target_os = "linux")]
 fn no_huge_pages() -> nix::Result<()> {

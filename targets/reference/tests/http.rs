@@ -294,6 +294,37 @@ fn a_port_in_use_is_a_clear_error() {
     );
 }
 
+/// The process's own flag, not the host's setting: a host that gives huge pages to every
+/// process ("always") gives none to it either.
+#[tokio::test]
+async fn the_process_runs_with_transparent_huge_pages_off() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let redis_url = format!("redis://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let child = binary()
+        .args(["--port", "0", "--redis-url", &redis_url])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = KilledOnDrop(child);
+    let status = format!("/proc/{}/status", child.0.id());
+    support::eventually(
+        Duration::from_secs(10),
+        "THP_enabled: 0 in its status",
+        || {
+            let status = std::fs::read_to_string(&status).unwrap_or_default();
+            std::future::ready(
+                status
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("THP_enabled:"))
+                    .any(|v| v.trim() == "0"),
+            )
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_is_logged_once_a_second_and_its_end_once_without_the_redis_password() {
     let mut redis = RedisServer::start();
