@@ -80,7 +80,8 @@ pub fn git_revision(root: &Path) -> Option<String> {
         .args(["rev-parse", "HEAD"])
         .current_dir(root)
         .output()
-        .ok()?;
+        .ok()
+        .filter(|o| o.status.success())?;
     let rev = String::from_utf8(out.stdout).ok()?.trim().to_owned();
     if rev.is_empty() {
         return None;
