@@ -201,32 +201,27 @@ struct Reading {
 
 fn reading(pid: u32) -> Option<Reading> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let rss_kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
+    let rss_kib = kib_field(&status, "VmRSS:")?;
     let fds = fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64;
     let huge_kib = fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
         .ok()
-        .and_then(|rollup| {
-            rollup
-                .lines()
-                .find_map(|l| l.strip_prefix("AnonHugePages:"))?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()
-        });
+        .and_then(|rollup| kib_field(&rollup, "AnonHugePages:"));
     Some(Reading {
         rss_kib,
         fds,
         huge_kib,
     })
+}
+
+/// The value of a `/proc` line such as `VmRSS:   7264 kB`, in KiB.
+fn kib_field(text: &str, field: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(field))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The readings by process: the harness first, then the instances in pid order.
