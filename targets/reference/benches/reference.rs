@@ -215,7 +215,7 @@ fn main() {
     let step_secs: f64 = arg("--step-seconds", 3.0);
     let rates: Vec<f64> = arg(
         "--throughput-rates",
-        "2500,5000,7500,10000,12500,15000,20000".to_owned(),
+        "2500,5000,7500,10000,12500,15000,20000,25000,30000".to_owned(),
     )
     .split(',')
     .filter_map(|r| r.trim().parse().ok())
