@@ -21,7 +21,7 @@
 //!
 //! Latency is taken from the actual send (the server's cost) and, separately, from the
 //! scheduled send (what a caller of an open-model client sees, including this generator's
-//! timer lateness).
+//! own lateness).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

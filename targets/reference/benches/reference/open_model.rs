@@ -57,6 +57,7 @@ pub(crate) async fn run<T, Fut, R>(
     let total = (rate * duration.as_secs_f64()) as u64;
     let start = Instant::now() + Duration::from_millis(20);
     let scheduled = move |i: u64| start + Duration::from_secs_f64(i as f64 / rate);
+    // Unbounded: the pacer must never wait for the async side, or it would send late.
     let (due, mut dues) = tokio::sync::mpsc::unbounded_channel();
     let pacer = std::thread::spawn(move || {
         let mut next = 0;
@@ -96,6 +97,7 @@ pub(crate) async fn run<T, Fut, R>(
             }));
         }
     }
+    // The channel closed as the pacer returned, so this only passes on a panic of its own.
     pacer.join().unwrap();
     for task in tasks {
         task.await.unwrap();

@@ -13,9 +13,10 @@ use crate::open_model::{self, Timing};
 
 /// The p99 a step must stay within.
 const P99_BOUND_MS: f64 = 1.0;
-/// How far behind its schedule the generator may fall (at a p99) for a step to count: its pacing
-/// thread wakes within the kernel's timer slack, so one that keeps up is 0.1–1.6 ms late at a
-/// p99 (measured up to 20,000 a second); one that cannot keep up is hundreds late.
+/// How far behind its schedule the generator may fall (at a p99) for a step to count: paced by
+/// a thread of its own, and late mostly by the hand-over to the task that sends, one that keeps
+/// up is 0.1–1.6 ms late at a p99 (measured up to 20,000 a second; 1.8 ms at 30,000); one
+/// that cannot keep up is hundreds late.
 const LAG_BOUND_MS: f64 = 2.0;
 const CALLERS: u64 = 100;
 /// Runs of each step; the median p99 and lag are reported, errors summed.
