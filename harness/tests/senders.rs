@@ -186,6 +186,49 @@ async fn without_keep_alive_every_request_opens_a_connection_and_with_it_they_sh
 }
 
 #[tokio::test]
+async fn a_fast_run_opens_connections_before_its_start_and_counts_each_with_its_first_request() {
+    let server = Server::start(|_| answer(200)).await;
+    // 3,000 a second: its first 2 ms are 6 requests, so 6 connections are opened before the
+    // start; answered at once, the run itself needs about one.
+    let plan = plan(
+        vec![server.addr],
+        vec![tenant("acme", 3_000.0, Spread::Sticky)],
+        Duration::from_millis(300),
+    );
+    let (summary, samples, start) = run(plan, CancellationToken::new()).await;
+    assert_accounted(&summary, &samples);
+    assert_eq!((summary.sent, summary.dropped), (900, 0), "{summary:?}");
+    let opened: u32 = samples.all().iter().map(|s| s.new_connections).sum();
+    assert_eq!(server.accepted_before(start), 6);
+    // A warmed connection is counted with the first request on it; one never used is not.
+    assert_eq!(opened as usize, server.connections());
+    assert!(server.connections() <= server.accepted());
+}
+
+#[tokio::test]
+async fn a_slow_run_opens_no_connection_before_its_first_request() {
+    let server = Server::start(|_| answer(200)).await;
+    // 400 a second: less than one request in 2 ms, so nothing is warmed.
+    let plan = plan(
+        vec![server.addr],
+        vec![tenant("acme", 400.0, Spread::Sticky)],
+        Duration::from_millis(100),
+    );
+    let (summary, samples, start) = run(plan, CancellationToken::new()).await;
+    assert_accounted(&summary, &samples);
+    assert_eq!(server.accepted_before(start), 0);
+    let opened: u32 = samples.all().iter().map(|s| s.new_connections).sum();
+    // Every connection the server accepted was opened by a request, the first one included.
+    assert_eq!(opened as usize, server.accepted());
+    let first = samples
+        .all()
+        .into_iter()
+        .min_by_key(|s| s.scheduled)
+        .unwrap();
+    assert_eq!(first.new_connections, 1);
+}
+
+#[tokio::test]
 async fn an_idle_cap_closes_what_a_peak_opened_so_the_next_peak_opens_its_own() {
     // 100 a second for 1.6 s: requests 0–19 and 100–119 (two peaks, the second sent from
     // 1 s on, 500 ms after the first's last answer) are answered after 300 ms, 20 in flight at

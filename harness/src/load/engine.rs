@@ -6,9 +6,10 @@
 //! target × tenant schedules), its connection pools, and one task per request in flight. The
 //! dispatcher sleeps on the [`Pacer`] until the earliest due offset, spawns everything due,
 //! and sleeps again; a request task sends, drains the answer and hands a [`Sample`] to the
-//! recorder. One sender runs every schedule up to 10,000 req/s; above, the schedules are split
+//! recorder. One sender runs every schedule up to 40,000 req/s; above, the schedules are split
 //! over one sender per core ([`super::shard`]). The senders share only the in-flight bound of
-//! each target (a semaphore) and the recorder.
+//! each target (a semaphore) and the recorder. Before the start each sender opens the
+//! kept-alive connections its first moments would need at once ([`super::warm`]).
 //!
 //! What the design answers to: on the project's 2-core virtual machine a thread going to sleep
 //! and waking costs 10–25 µs of CPU, more than the HTTP exchange itself, so the client's CPU
@@ -63,11 +64,12 @@ use super::client::{Client, Throttle};
 use super::error::LoadError;
 use super::in_flight::{InFlight, Settled};
 use super::members::Followed;
-use super::pacer::Pacer;
+use super::pacer::{Pacer, keep_a_timer_pending};
 use super::prepared::Prepared;
 use super::schedule::Schedule;
 use super::shard;
 use super::stream::Stream;
+use super::warm;
 use super::{Caller, DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Sample, Share};
 
 /// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
@@ -170,6 +172,8 @@ pub async fn try_run(
         );
         let shared = shared.clone();
         let rates = rates.clone();
+        let timer_period =
+            (plan.request_timeout / 2).clamp(Duration::from_millis(1), Duration::from_secs(1));
         let spawned = std::thread::Builder::new()
             .name(format!("failmode-load-{k}"))
             .spawn(move || {
@@ -179,13 +183,19 @@ pub async fn try_run(
                     .build()
                     .map_err(LoadError::Start)
                     .and_then(|runtime| {
-                        let rate = streams.iter().map(|&i| rates[i]).sum();
+                        let rates = streams.iter().map(|&i| rates[i]).collect();
                         let load = Load::new(prepared, &plan, &streams, start, recorder, shared)
-                            .sender(k, senders, rate);
+                            .sender(k, senders, rates);
                         // Leaving block_on stops every task; dropping the runtime drops what
                         // is left (the abandoned requests), each recording its sample, before
                         // the caller hears the result.
-                        let summary = runtime.block_on(load.drive(stop));
+                        let summary = runtime.block_on(async {
+                            tokio::select! {
+                                biased;
+                                summary = load.drive(stop) => summary,
+                                never = keep_a_timer_pending(timer_period) => match never {},
+                            }
+                        });
                         drop(runtime);
                         summary
                     });
@@ -235,6 +245,8 @@ struct Shared {
 struct Load {
     prepared: Arc<Prepared>,
     streams: Vec<Stream>,
+    /// Per stream: what this sender sends of it, requests a second.
+    rates: Vec<f64>,
     in_flight: Vec<(Arc<Semaphore>, DropCause)>,
     /// Per target.
     keep_alive: Vec<bool>,
@@ -328,6 +340,7 @@ impl Load {
                 .collect(),
             prepared,
             streams,
+            rates: Vec::new(),
             quantum: PACING_QUANTUM,
             sender: (0, 1),
             in_flight: shared.in_flight,
@@ -347,12 +360,36 @@ impl Load {
         }
     }
 
-    /// Sender `k` of `senders`, sending `rate_per_s` (its share of its streams): its pacing
-    /// quantum follows its own rate, since the wake-ups are its thread's.
-    fn sender(mut self, k: usize, senders: usize, rate_per_s: f64) -> Self {
+    /// Sender `k` of `senders`, sending `rates` of its streams (requests a second, its share):
+    /// its pacing quantum follows its own total, since the wake-ups are its thread's.
+    fn sender(mut self, k: usize, senders: usize, rates: Vec<f64>) -> Self {
         self.sender = (k, senders);
-        self.quantum = pacing_quantum(rate_per_s);
+        self.quantum = pacing_quantum(rates.iter().sum());
+        self.rates = rates;
         self
+    }
+
+    /// Opens, before the start, the connections this sender's first moments would open at
+    /// once ([`warm`]).
+    async fn warm_up(&mut self) {
+        let mut demands = Vec::new();
+        for (stream, &rate_per_s) in self.streams.iter().zip(&self.rates) {
+            if self.keep_alive[stream.target] {
+                let members = Arc::clone(self.targets[stream.target].current());
+                demands.push((members, stream, rate_per_s));
+            }
+        }
+        let pools = warm::plan(demands.iter().map(|(members, stream, rate_per_s)| {
+            warm::Demand {
+                members,
+                tenant: stream.tenant,
+                spread: stream.spread,
+                rate_per_s: *rate_per_s,
+                // Nothing is in flight before the start: all of the bound is free.
+                bound: self.in_flight[stream.target].0.available_permits(),
+            }
+        }));
+        warm::open(&pools, self.start).await;
     }
 
     /// Tells the recorder how far this sender has dispatched, when that reached a new second.
@@ -368,6 +405,11 @@ impl Load {
     async fn drive(mut self, cancel: CancellationToken) -> Result<LoadSummary, LoadError> {
         let pacer = Pacer::new().map_err(LoadError::Timer)?;
         self.cancel = cancel.clone();
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => {}
+            () = self.warm_up() => {}
+        }
         let mut cancelled = pin!(cancel.cancelled());
         let mut due: BinaryHeap<Reverse<(Duration, usize)>> = BinaryHeap::new();
         for (i, stream) in self.streams.iter_mut().enumerate() {

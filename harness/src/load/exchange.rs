@@ -19,7 +19,9 @@
 //! without an idle timeout of its own (the reference has none) would keep them all, on both
 //! sides, for the rest of the run. A target's `max_idle_connections` caps the pool besides,
 //! closing the least recently used as more come back. A connection the server has closed
-//! stays in the pool, and counts against the cap, until a checkout reaches it.
+//! stays in the pool, and counts against the cap, until a checkout reaches it. A pool may be
+//! warmed before the run starts ([`super::warm`]); a warmed connection is counted as opened by
+//! the first request that takes it.
 
 use std::collections::VecDeque;
 use std::error::Error as StdError;
@@ -30,6 +32,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use http_body_util::{BodyExt, Empty};
 use hyper::Request;
 use hyper::client::conn::http1::{self, SendRequest};
@@ -57,7 +61,39 @@ pub(crate) struct Pool {
     addr: SocketAddr,
     source: Option<IpAddr>,
     max_idle: Option<NonZeroUsize>,
-    idle: Mutex<VecDeque<(Sender, Instant)>>,
+    idle: Mutex<VecDeque<Idle>>,
+}
+
+/// An idle connection, with when it came back and whether a request has used it yet (a
+/// warmed one has not).
+#[derive(Debug)]
+struct Idle {
+    sender: Sender,
+    since: Instant,
+    used: bool,
+}
+
+/// Where a request's connection came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// Opened for this request.
+    Opened,
+    /// Warmed before the run: from the pool, and counted as opened by this request, its first.
+    Warmed,
+    /// Used before, kept alive.
+    Reused,
+}
+
+impl Origin {
+    /// Counted with this request's sample as a connection it opened.
+    fn counts_as_opened(self) -> bool {
+        self != Self::Reused
+    }
+
+    /// Kept idle in the pool before this request, so the server may have closed it since.
+    fn was_idle(self) -> bool {
+        self != Self::Opened
+    }
 }
 
 impl Pool {
@@ -78,14 +114,18 @@ impl Pool {
         self.addr
     }
 
-    #[cfg(test)]
     pub(crate) fn max_idle(&self) -> Option<NonZeroUsize> {
         self.max_idle
     }
 
-    fn take_idle(&self) -> Option<Sender> {
+    fn take_idle(&self) -> Option<(Sender, Origin)> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some((sender, since)) = idle.pop_back() {
+        while let Some(Idle {
+            sender,
+            since,
+            used,
+        }) = idle.pop_back()
+        {
             if since.elapsed() > IDLE_TIMEOUT {
                 // The youngest left is too old, so is every other (a pool whose traffic
                 // stopped a while): none is reused.
@@ -93,7 +133,7 @@ impl Pool {
                 return None;
             }
             if !sender.is_closed() {
-                return Some(sender);
+                return Some((sender, if used { Origin::Reused } else { Origin::Warmed }));
             }
         }
         None
@@ -106,11 +146,20 @@ impl Pool {
     }
 
     fn put_back_at(&self, sender: Sender, now: Instant) {
+        self.keep(Idle {
+            sender,
+            since: now,
+            used: true,
+        });
+    }
+
+    fn keep(&self, entry: Idle) {
+        let now = entry.since;
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.push_back((sender, now));
+        idle.push_back(entry);
         while idle
             .front()
-            .is_some_and(|(_, since)| now.duration_since(*since) > IDLE_TIMEOUT)
+            .is_some_and(|e| now.duration_since(e.since) > IDLE_TIMEOUT)
         {
             idle.pop_front();
         }
@@ -125,7 +174,23 @@ impl Pool {
     #[cfg(test)]
     fn idle_since(&self) -> Vec<Instant> {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.iter().map(|(_, since)| *since).collect()
+        idle.iter().map(|e| e.since).collect()
+    }
+
+    /// Opens `n` connections at once and keeps them idle, unused, each as soon as it is open:
+    /// a caller that stops waiting keeps those opened so far. A connection that fails to open
+    /// is left to the requests (they open their own, and count the failure).
+    pub(crate) async fn warm(&self, n: usize) {
+        let mut opening: FuturesUnordered<_> = (0..n).map(|_| self.connect()).collect();
+        while let Some(opened) = opening.next().await {
+            if let Ok(sender) = opened {
+                self.keep(Idle {
+                    sender,
+                    since: Instant::now(),
+                    used: false,
+                });
+            }
+        }
     }
 
     async fn connect(&self) -> Result<Sender, TransportError> {
@@ -146,14 +211,14 @@ impl Pool {
     }
 
     /// An idle connection that is ready for a request, else a new one.
-    async fn checkout(&self) -> Result<(Sender, bool), TransportError> {
-        while let Some(mut sender) = self.take_idle() {
+    async fn checkout(&self) -> Result<(Sender, Origin), TransportError> {
+        while let Some((mut sender, origin)) = self.take_idle() {
             // Ready at once unless the connection has just closed.
             if sender.ready().await.is_ok() {
-                return Ok((sender, true));
+                return Ok((sender, origin));
             }
         }
-        Ok((self.connect().await?, false))
+        Ok((self.connect().await?, Origin::Opened))
     }
 }
 
@@ -198,12 +263,12 @@ async fn send(
     keep_alive: bool,
     opened: &mut u32,
 ) -> Result<(u16, Option<Duration>), TransportError> {
-    let (mut sender, reused) = if keep_alive {
+    let (mut sender, origin) = if keep_alive {
         pool.checkout().await?
     } else {
-        (pool.connect().await?, false)
+        (pool.connect().await?, Origin::Opened)
     };
-    if !reused {
+    if origin.counts_as_opened() {
         *opened += 1;
     }
     let response = match sender.try_send_request(request).await {
@@ -212,7 +277,7 @@ async fn send(
             // A kept-alive connection the server had closed before our request was written:
             // as any keep-alive client, send it on a new connection. The server never saw
             // it, so this is not a retry.
-            Some(request) if reused => {
+            Some(request) if origin.was_idle() => {
                 sender = pool.connect().await?;
                 *opened += 1;
                 sender
@@ -298,9 +363,29 @@ mod tests {
         );
 
         // The most recent is reused first.
-        let (sender, reused) = pool.checkout().await.unwrap();
-        assert!(reused && !sender.is_closed());
+        let (sender, origin) = pool.checkout().await.unwrap();
+        assert!(origin == Origin::Reused && !sender.is_closed());
         assert_eq!(pool.idle_since(), [just_now]);
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_warmed_connection_counts_as_opened_by_its_first_request_only() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let pool = Pool::new(listener.local_addr().unwrap(), None, None);
+        let stop = CancellationToken::new();
+        tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
+        pool.warm(2).await;
+        assert_eq!(pool.idle_since().len(), 2);
+
+        let (first, origin) = pool.checkout().await.unwrap();
+        assert_eq!(origin, Origin::Warmed);
+        assert!(origin.counts_as_opened() && origin.was_idle());
+        pool.put_back(first);
+        // The one just used comes back first; then the other warmed one, still unused.
+        assert_eq!(pool.checkout().await.unwrap().1, Origin::Reused);
+        assert_eq!(pool.checkout().await.unwrap().1, Origin::Warmed);
+        assert_eq!(pool.checkout().await.unwrap().1, Origin::Opened);
         stop.cancel();
     }
 
@@ -312,8 +397,12 @@ mod tests {
         tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
         let long_ago = Instant::now() - IDLE_TIMEOUT - Duration::from_millis(1);
         pool.put_back_at(pool.connect().await.unwrap(), long_ago);
-        let (_, reused) = pool.checkout().await.unwrap();
-        assert!(!reused, "a connection idle past the timeout is not reused");
+        let (_, origin) = pool.checkout().await.unwrap();
+        assert_eq!(
+            origin,
+            Origin::Opened,
+            "a connection idle past the timeout is not reused"
+        );
         assert!(pool.idle_since().is_empty());
         stop.cancel();
     }

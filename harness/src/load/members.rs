@@ -85,7 +85,7 @@ impl Members {
     }
 
     /// Where `tenant`'s requests to `instance` take their connection from.
-    pub(super) fn pool(&self, instance: usize, tenant: usize) -> &Pool {
+    pub(super) fn pool(&self, instance: usize, tenant: usize) -> &Arc<Pool> {
         let per = self.sources.len();
         let source = if per == 1 { 0 } else { tenant % per };
         &self.pools[instance * per + source]
@@ -140,8 +140,8 @@ mod tests {
 
         rotation.set(1, addr(2002), true);
         let after = followed.current();
-        assert!(std::ptr::eq(before.pool(0, 0), after.pool(0, 0)), "kept");
-        assert!(!std::ptr::eq(before.pool(1, 0), after.pool(1, 0)));
+        assert!(Arc::ptr_eq(before.pool(0, 0), after.pool(0, 0)), "kept");
+        assert!(!Arc::ptr_eq(before.pool(1, 0), after.pool(1, 0)));
         assert_eq!(after.pool(1, 0).addr(), addr(2002));
         assert_eq!(after.pool(1, 0).max_idle(), cap);
     }

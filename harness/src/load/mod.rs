@@ -43,6 +43,7 @@ pub mod rotation;
 pub mod schedule;
 pub mod shard;
 mod stream;
+mod warm;
 
 pub use client::Client;
 pub use connections::{Connections, KeepAlive};

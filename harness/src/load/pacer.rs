@@ -11,9 +11,12 @@
 //! late at p50 and 59 µs at p99 (gap 200 µs), about the kernel's own wake-up latency.
 //!
 //! Elsewhere (no `timerfd`) it falls back to tokio's timer and its millisecond lateness.
+//!
+//! The requests' own timeouts stay on tokio's timer; [`keep_a_timer_pending`] keeps that
+//! timer from waking its thread for each of them.
 
 use std::io;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A one-shot precise timer, re-armed for every deadline. Not shared between threads.
 #[derive(Debug)]
@@ -50,8 +53,12 @@ impl Pacer {
             loop {
                 let mut ready = self.timer.readable().await?;
                 // Reading the expiry count is what tells a real expiry from readiness left
-                // over from the previous one; WouldBlock clears the latter and we wait on.
+                // over from an earlier one; WouldBlock clears the latter and we wait on.
                 if let Ok(read) = ready.try_io(|timer| timer.get_ref().consume()) {
+                    // The read took the expiry: nothing more is readable until the timer is
+                    // armed again and fires. Left set, the readiness would cost the next
+                    // sleep a read that can only say WouldBlock.
+                    ready.clear_ready();
                     return read;
                 }
             }
@@ -61,6 +68,20 @@ impl Pacer {
             tokio::time::sleep_until(deadline.into()).await;
             Ok(())
         }
+    }
+}
+
+/// Keeps a tokio timer pending on the sender's runtime, due within `period`, for ever.
+///
+/// tokio's time driver wakes its own thread (an eventfd write, then a read and a turn of the
+/// reactor) whenever a timer is set earlier than the earliest one pending when it last
+/// parked. With none pending (every answer in), that is a request timeout set in nearly every
+/// tick: measured at 20,000 req/s on one sender, 20,000 such writes a second, and 1.0 µs of
+/// CPU a request of 13.0. A timer due sooner than any request's timeout (`period` is half of
+/// it) keeps every new one later: 6 writes a second.
+pub(crate) async fn keep_a_timer_pending(period: Duration) -> std::convert::Infallible {
+    loop {
+        tokio::time::sleep(period).await;
     }
 }
 

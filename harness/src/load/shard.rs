@@ -6,14 +6,18 @@
 //! never split: its arrivals, round robin and client state stay on one thread, so a run's
 //! requests are the same whatever the number of senders. Below the threshold one thread is
 //! cheaper: every sender wakes for its own due instants, and on a 2-core machine that shares
-//! its cores with the targets, a wake-up costs more CPU than the exchange it sends
-//! (`docs/load-engine.md`, measured with `just bench-loadgen --senders`).
+//! its cores with the targets, a wake-up costs more CPU than the exchange it sends. Measured
+//! with `just bench-loadgen --senders N` (2026-12-05, `docs/load-engine.md`): one sender held
+//! 20,000 req/s at 11.9–12.0 µs of CPU a request where two needed 19.0–20.4 µs, and at 40,000
+//! it needed 10.0–10.1 µs where two needed 15.5–16.4; each of two senders wakes on its own
+//! quantum for half the requests. The threshold was 10,000 while a request cost three times
+//! as much (2026-12-01).
 
 use std::num::NonZeroUsize;
 
 /// Above this total rate (requests a second this process sends) [`Senders::Auto`] uses more
 /// than one sender thread.
-pub const SHARD_ABOVE_PER_S: f64 = 10_000.0;
+pub const SHARD_ABOVE_PER_S: f64 = 40_000.0;
 
 /// How many sender threads share a run's schedule.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

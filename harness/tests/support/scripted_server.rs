@@ -52,6 +52,7 @@ pub(crate) struct Server {
     pub(crate) addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
     received: watch::Receiver<usize>,
+    accepted: Arc<Mutex<Vec<Instant>>>,
 }
 
 impl Server {
@@ -63,9 +64,12 @@ impl Server {
         let count_tx = Arc::new(count_tx);
         let act = Arc::new(act);
         let log = Arc::clone(&seen);
+        let accepted = Arc::new(Mutex::new(Vec::new()));
+        let counted = Arc::clone(&accepted);
         tokio::spawn(async move {
             for connection in 0.. {
                 let (socket, _) = listener.accept().await.unwrap();
+                counted.lock().unwrap().push(Instant::now());
                 let (act, log, count_tx) =
                     (Arc::clone(&act), Arc::clone(&log), Arc::clone(&count_tx));
                 tokio::spawn(async move {
@@ -77,7 +81,19 @@ impl Server {
             addr,
             seen,
             received,
+            accepted,
         }
+    }
+
+    /// The connections it accepted, whether a request came on them or not.
+    pub(crate) fn accepted(&self) -> usize {
+        self.accepted.lock().unwrap().len()
+    }
+
+    /// The connections it accepted before `instant`.
+    pub(crate) fn accepted_before(&self, instant: Instant) -> usize {
+        let accepted = self.accepted.lock().unwrap();
+        accepted.iter().filter(|&&at| at < instant).count()
     }
 
     pub(crate) fn seen(&self) -> Vec<Seen> {
