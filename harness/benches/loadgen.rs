@@ -13,9 +13,10 @@
 //! correction). The two latencies are not taken from the same instant: ours is from each
 //! request's scheduled instant, its send lag included; oha's "correction" starts each
 //! request's clock when its rate timer woke (`Instant::now()` after `sleep_until`, in oha
-//! 1.16's `client.rs`), so its timer's lateness (tokio's, up to a millisecond) is left out,
-//! and only its queue behind busy connections is counted. The table shows ours from the send
-//! too, which leaves out our lag as oha's leaves out its timer's.
+//! 1.16's `client.rs`), so its timer's lateness, however large (tokio's millisecond, or a
+//! stall of the process), is left out, and only its queue behind busy connections is
+//! counted. The table shows ours from the send too, which leaves out our lag as oha's leaves
+//! out its timer's.
 //!
 //! Each generator runs `--runs` times per rate, interleaved, and each figure is the median of
 //! the runs: the server shares the machine's cores, and one run alone is noisy. The table goes

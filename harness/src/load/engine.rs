@@ -172,6 +172,9 @@ pub async fn try_run(
         );
         let shared = shared.clone();
         let rates = rates.clone();
+        // Half the request timeout, so due before any timeout set while it is pending; at most
+        // a second (it wakes the sender once a period) and at least a millisecond (tokio's
+        // resolution: below a 2 ms timeout it may not be the sooner).
         let timer_period =
             (plan.request_timeout / 2).clamp(Duration::from_millis(1), Duration::from_secs(1));
         let spawned = std::thread::Builder::new()
@@ -379,14 +382,17 @@ impl Load {
                 demands.push((members, stream, rate_per_s));
             }
         }
+        let senders = self.sender.1.max(1);
         let pools = warm::plan(demands.iter().map(|(members, stream, rate_per_s)| {
             warm::Demand {
                 members,
+                target: stream.target,
                 tenant: stream.tenant,
-                spread: stream.spread,
+                spread: stream.spread_over(&members.in_rotation),
                 rate_per_s: *rate_per_s,
-                // Nothing is in flight before the start: all of the bound is free.
-                bound: self.in_flight[stream.target].0.available_permits(),
+                // Nothing is in flight before the start: the whole bound is free, and the
+                // senders share it.
+                budget: self.in_flight[stream.target].0.available_permits() / senders,
             }
         }));
         warm::open(&pools, self.start).await;

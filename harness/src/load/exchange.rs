@@ -14,7 +14,7 @@
 //! per connection attempt) cost more client CPU per request than everything else a sender
 //! thread does in user space. A connection is used by one request at a time and comes back
 //! only after its answer is drained, so the connections of an instance never outnumber the
-//! requests in flight to it. A connection idle for [`IDLE_TIMEOUT`] is closed by us: a fault
+//! requests in flight to it, but for those warmed before the run. A connection idle for [`IDLE_TIMEOUT`] is closed by us: a fault
 //! that slows the target fills the pool with the connections its peak needed, and a server
 //! without an idle timeout of its own (the reference has none) would keep them all, on both
 //! sides, for the rest of the run. A target's `max_idle_connections` caps the pool besides,
@@ -279,7 +279,11 @@ async fn send(
             // it, so this is not a retry.
             Some(request) if origin.was_idle() => {
                 sender = pool.connect().await?;
-                *opened += 1;
+                // A warmed connection that carried nothing was counted for this request
+                // already: the one that carries it takes its place in the count.
+                if origin == Origin::Reused {
+                    *opened += 1;
+                }
                 sender
                     .send_request(request)
                     .await
@@ -338,12 +342,19 @@ mod tests {
 
     use super::*;
 
-    #[tokio::test]
-    async fn a_connection_idle_longer_than_the_timeout_is_closed_and_the_recent_ones_kept() {
+    /// A pool of connections to a loopback server that answers every request, until the
+    /// token is cancelled.
+    async fn served_pool(max_idle: Option<NonZeroUsize>) -> (Pool, CancellationToken) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let pool = Pool::new(listener.local_addr().unwrap(), None, None);
+        let pool = Pool::new(listener.local_addr().unwrap(), None, max_idle);
         let stop = CancellationToken::new();
         tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
+        (pool, stop)
+    }
+
+    #[tokio::test]
+    async fn a_connection_idle_longer_than_the_timeout_is_closed_and_the_recent_ones_kept() {
+        let (pool, stop) = served_pool(None).await;
         let now = Instant::now();
         let long_ago = now - IDLE_TIMEOUT - Duration::from_millis(1);
         let just_now = now - IDLE_TIMEOUT + Duration::from_millis(500);
@@ -371,10 +382,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_warmed_connection_counts_as_opened_by_its_first_request_only() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let pool = Pool::new(listener.local_addr().unwrap(), None, None);
-        let stop = CancellationToken::new();
-        tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
+        let (pool, stop) = served_pool(None).await;
         pool.warm(2).await;
         assert_eq!(pool.idle_since().len(), 2);
 
@@ -391,10 +399,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_pool_whose_most_recent_connection_is_too_old_reuses_none() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let pool = Pool::new(listener.local_addr().unwrap(), None, None);
-        let stop = CancellationToken::new();
-        tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
+        let (pool, stop) = served_pool(None).await;
         let long_ago = Instant::now() - IDLE_TIMEOUT - Duration::from_millis(1);
         pool.put_back_at(pool.connect().await.unwrap(), long_ago);
         let (_, origin) = pool.checkout().await.unwrap();
@@ -409,10 +414,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_back_to_a_full_pool_closes_the_least_recently_used() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let pool = Pool::new(listener.local_addr().unwrap(), None, NonZeroUsize::new(2));
-        let stop = CancellationToken::new();
-        tokio::spawn(super::super::capacity::serve(listener, stop.clone()));
+        let (pool, stop) = served_pool(NonZeroUsize::new(2)).await;
         let now = Instant::now();
         let at = |ms| now - Duration::from_millis(ms);
         // Three requests in flight at once, as in a peak: three connections.

@@ -11,7 +11,10 @@
 //! - [`shard`]: how many sender threads, and which streams each sends ([`Senders`]).
 //! - `connections`: how a target's requests use connections: a cap, keep-alive and a cap on
 //!   idle ones ([`Connections`], [`KeepAlive`]).
-//! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`).
+//! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`), and
+//!   keeping tokio's own timer from waking the sender for each request's timeout.
+//! - `warm`: the connections a sender opens before its start, where a cold pool would cost
+//!   its first moments.
 //! - `exchange`: one HTTP exchange on a pooled keep-alive connection (or a connection of its
 //!   own, without keep-alive), and its classification.
 //!   A target that tells callers by source address gets a pool per instance × tenant, each

@@ -5,9 +5,10 @@
 //! project's 2-core machine, `sleep_until` woke 0.67–1.0 ms late at p50 and 1.2–1.9 ms late at
 //! p99, which is more than a healthy limiter's whole p99. `std::thread::sleep` on a timer
 //! thread woke 90 µs late at p50 (the default 50 µs timer slack), and handing each request
-//! from that thread to a runtime worker would cost a second wake-up per request. Instead, on Linux, the deadline is armed on a `timerfd`, a kernel high-resolution
-//! timer without timer slack, and awaited through tokio's reactor like any socket: the load
-//! thread wakes once, at the deadline, and sends from where it woke. Same machine: woke 42 µs
+//! from that thread to a runtime worker would cost a second wake-up per request. Instead, on
+//! Linux, the deadline is armed on a `timerfd`, a kernel high-resolution timer without timer
+//! slack, and awaited through tokio's reactor like any socket: the load thread wakes once, at
+//! the deadline, and sends from where it woke. Same machine: woke 42 µs
 //! late at p50 and 59 µs at p99 (gap 200 µs), about the kernel's own wake-up latency.
 //!
 //! Elsewhere (no `timerfd`) it falls back to tokio's timer and its millisecond lateness.
@@ -77,8 +78,8 @@ impl Pacer {
 /// reactor) whenever a timer is set earlier than the earliest one pending when it last
 /// parked. With none pending (every answer in), that is a request timeout set in nearly every
 /// tick: measured at 20,000 req/s on one sender, 20,000 such writes a second, and 1.0 µs of
-/// CPU a request of 13.0. A timer due sooner than any request's timeout (`period` is half of
-/// it) keeps every new one later: 6 writes a second.
+/// CPU a request of 13.0. A timer due sooner than any request's timeout keeps every new one
+/// later: 6 writes a second (`period`: half the timeout, within 1 ms and 1 s).
 pub(crate) async fn keep_a_timer_pending(period: Duration) -> std::convert::Infallible {
     loop {
         tokio::time::sleep(period).await;

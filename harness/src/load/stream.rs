@@ -60,4 +60,73 @@ impl Stream {
             }
         }
     }
+
+    /// Where its requests go from here, as [`Self::pick_instance`] will pick them: each
+    /// instance with its share of them.
+    pub(super) fn spread_over(&self, in_rotation: &[usize]) -> Vec<(usize, f64)> {
+        spread_over(
+            self.spread,
+            self.tenant,
+            self.next_instance,
+            self.step,
+            in_rotation,
+        )
+    }
+}
+
+/// The instances a stream's picks visit, each with its share: a sticky tenant's one, or every
+/// instance its round robin reaches from `next` in steps of `step` (a worker's step skips
+/// some when it shares a factor with their number), each as often as it is reached.
+fn spread_over(
+    spread: Spread,
+    tenant: usize,
+    next: usize,
+    step: usize,
+    in_rotation: &[usize],
+) -> Vec<(usize, f64)> {
+    let n = in_rotation.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    match spread {
+        Spread::Sticky => vec![(in_rotation[tenant % n], 1.0)],
+        Spread::RoundRobin => {
+            // n picks make a whole number of the round robin's cycles.
+            let mut shares: Vec<(usize, f64)> = Vec::new();
+            for j in 0..n {
+                let instance = in_rotation[(next % n + j * (step % n)) % n];
+                match shares.iter_mut().find(|(i, _)| *i == instance) {
+                    Some((_, share)) => *share += 1.0 / n as f64,
+                    None => shares.push((instance, 1.0 / n as f64)),
+                }
+            }
+            shares
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_robin_spreads_over_the_instances_its_step_reaches_and_a_sticky_tenant_on_one() {
+        let rr = |next, step, instances: &[usize]| {
+            spread_over(Spread::RoundRobin, 0, next, step, instances)
+        };
+        assert_eq!(rr(0, 1, &[4, 5]), [(4, 0.5), (5, 0.5)]);
+        // Two workers over two instances: each worker's picks all land on one.
+        assert_eq!(rr(0, 2, &[4, 5]), [(4, 1.0)]);
+        assert_eq!(rr(1, 2, &[4, 5]), [(5, 1.0)]);
+        // Two workers over three instances reach all three.
+        let three = rr(1, 2, &[4, 5, 6]);
+        assert_eq!(three.len(), 3);
+        assert!(three.iter().all(|&(_, s)| (s - 1.0 / 3.0).abs() < 1e-12));
+        assert_eq!(
+            spread_over(Spread::Sticky, 3, 0, 1, &[4, 5]),
+            [(5, 1.0)],
+            "tenant 3 of two instances"
+        );
+        assert!(rr(0, 1, &[]).is_empty());
+    }
 }

@@ -12,15 +12,16 @@
 //!
 //! Each pool is opened as many connections as its share of the sender's rate sends in
 //! [`WARM_FOR`]: none for a pool of less than 500 requests a second, whose first requests open
-//! what they need without piling up. A warmed connection is counted as opened by the first
-//! request that takes it (`new_connections`); one that no request takes (its instance left the
-//! rotation, or it idled out) is never counted. The warm-up stops at the schedule's start,
-//! whatever is still connecting.
+//! what they need without piling up; at most the pool's idle cap, and for all of a target's
+//! pools together at most the sender's part of the target's bound on requests in flight (its
+//! `max_connections` when that is lower). A warmed connection is counted as opened by the
+//! first request that takes it (`new_connections`); one that no request takes (its instance
+//! left the rotation, or it idled out) is never counted. The warm-up stops 2 ms before the
+//! schedule's start, whatever is still connecting.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Spread;
 use super::exchange::Pool;
 use super::members::Members;
 
@@ -33,42 +34,48 @@ const STOP_BEFORE_START: Duration = Duration::from_millis(2);
 /// One stream's requests as the warm-up sees them: the instances they go to and how often.
 pub(super) struct Demand<'a> {
     pub(super) members: &'a Members,
+    pub(super) target: usize,
     pub(super) tenant: usize,
-    pub(super) spread: Spread,
+    /// Instances (indexes into `members`) with their shares of the stream's requests.
+    pub(super) spread: Vec<(usize, f64)>,
     pub(super) rate_per_s: f64,
-    /// The target's bound on requests in flight.
-    pub(super) bound: usize,
+    /// The connections this sender may warm for the target, all its pools together.
+    pub(super) budget: usize,
 }
 
-/// The connections to open in each pool for these streams: each stream's rate split over the
-/// instances in rotation as its spread sends it, summed per pool, for [`WARM_FOR`]; at most
-/// the target's bound on requests in flight per pool, and at most the pool's idle cap.
+/// The connections to open in each pool for these streams: each stream's rate split over its
+/// instances, summed per pool, for [`WARM_FOR`]; at most the pool's idle cap, and at most the
+/// target's budget over all its pools (the first pools first).
 pub(super) fn plan<'a>(demands: impl IntoIterator<Item = Demand<'a>>) -> Vec<(Arc<Pool>, usize)> {
-    let mut rates: Vec<(Arc<Pool>, f64, usize)> = Vec::new();
+    // Per pool: its target, its rate, the target's budget.
+    let mut pools: Vec<(Arc<Pool>, usize, f64, usize)> = Vec::new();
     for d in demands {
-        let instances = &d.members.in_rotation;
-        let (to, share) = match d.spread {
-            Spread::Sticky => (&instances[d.tenant % instances.len()..][..1], 1.0),
-            Spread::RoundRobin => (&instances[..], 1.0 / instances.len() as f64),
-        };
-        for &instance in to {
+        for &(instance, share) in &d.spread {
             let pool = d.members.pool(instance, d.tenant);
             let rate = d.rate_per_s * share;
-            match rates.iter_mut().find(|(p, ..)| Arc::ptr_eq(p, pool)) {
-                Some((_, total, _)) => *total += rate,
-                None => rates.push((Arc::clone(pool), rate, d.bound)),
+            match pools.iter_mut().find(|(p, ..)| Arc::ptr_eq(p, pool)) {
+                Some((_, _, total, _)) => *total += rate,
+                None => pools.push((Arc::clone(pool), d.target, rate, d.budget)),
             }
         }
     }
-    rates
+    let mut spent: Vec<(usize, usize)> = Vec::new();
+    pools
         .into_iter()
-        .filter_map(|(pool, rate, cap)| {
+        .filter_map(|(pool, target, rate, budget)| {
             // Whole connections only: truncated, so below 500 a second a pool gets none.
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let wanted = (rate * WARM_FOR.as_secs_f64()) as usize;
-            let n = wanted
-                .min(cap)
-                .min(pool.max_idle().map_or(usize::MAX, |m| m.get()));
+            let wanted = wanted.min(pool.max_idle().map_or(usize::MAX, |m| m.get()));
+            let used = match spent.iter_mut().find(|(t, _)| *t == target) {
+                Some((_, used)) => used,
+                None => {
+                    spent.push((target, 0));
+                    &mut spent.last_mut()?.1
+                }
+            };
+            let n = wanted.min(budget.saturating_sub(*used));
+            *used += n;
             (n > 0).then_some((pool, n))
         })
         .collect()
@@ -110,15 +117,25 @@ mod tests {
         Arc::clone(followed.current())
     }
 
-    fn demand(members: &Members, tenant: usize, spread: Spread, rate_per_s: f64) -> Demand<'_> {
+    /// A stream of tenant `tenant` to target 0, spread over instances as `pick_instance`
+    /// would (`Stream::spread_over`, tested with the stream).
+    fn demand<'a>(
+        members: &'a Members,
+        tenant: usize,
+        spread: &[(usize, f64)],
+        rate_per_s: f64,
+    ) -> Demand<'a> {
         Demand {
             members,
+            target: 0,
             tenant,
-            spread,
+            spread: spread.to_vec(),
             rate_per_s,
-            bound: 1_000,
+            budget: 1_000,
         }
     }
+
+    const EVEN: &[(usize, f64)] = &[(0, 0.5), (1, 0.5)];
 
     fn counts(plan: &[(Arc<Pool>, usize)]) -> Vec<(u16, usize)> {
         let mut c: Vec<_> = plan.iter().map(|(p, n)| (p.addr().port(), *n)).collect();
@@ -130,10 +147,9 @@ mod tests {
     fn a_pool_gets_what_its_share_of_the_rate_sends_in_two_milliseconds_summed_over_tenants() {
         let m = members(2, 1, None);
         let plan = plan([
-            demand(&m, 0, Spread::RoundRobin, 30_000.0),
-            demand(&m, 1, Spread::RoundRobin, 10_000.0),
-            // Sticky: tenant 3 on instance 3 mod 2 = 1 only.
-            demand(&m, 3, Spread::Sticky, 4_000.0),
+            demand(&m, 0, EVEN, 30_000.0),
+            demand(&m, 1, EVEN, 10_000.0),
+            demand(&m, 3, &[(1, 1.0)], 4_000.0),
         ]);
         // Instance 0: 15,000 + 5,000 a second; instance 1: the same and 4,000 more.
         assert_eq!(counts(&plan), [(1000, 40), (1001, 48)]);
@@ -142,29 +158,53 @@ mod tests {
     #[test]
     fn below_500_a_second_a_pool_is_not_warmed_and_the_caps_bound_the_rest() {
         let m = members(2, 1, None);
-        assert!(plan([demand(&m, 0, Spread::RoundRobin, 999.0)]).is_empty());
+        assert!(plan([demand(&m, 0, EVEN, 999.0)]).is_empty());
         assert_eq!(
-            counts(&plan([demand(&m, 0, Spread::RoundRobin, 1_000.0)])),
+            counts(&plan([demand(&m, 0, EVEN, 1_000.0)])),
             [(1000, 1), (1001, 1)]
         );
-        let bound = Demand {
-            bound: 300,
-            ..demand(&m, 0, Spread::RoundRobin, 1e6)
+        // The target's budget is for all its pools together, the first first.
+        let budget = Demand {
+            budget: 300,
+            ..demand(&m, 0, EVEN, 1e6)
         };
-        assert_eq!(counts(&plan([bound])), [(1000, 300), (1001, 300)]);
+        assert_eq!(counts(&plan([budget])), [(1000, 300)]);
+        let shared = Demand {
+            budget: 300,
+            ..demand(&m, 0, EVEN, 200_000.0)
+        };
+        assert_eq!(counts(&plan([shared])), [(1000, 200), (1001, 100)]);
         let idle = members(1, 1, Some(7));
         assert_eq!(
-            counts(&plan([demand(&idle, 0, Spread::Sticky, 1e6)])),
+            counts(&plan([demand(&idle, 0, &[(0, 1.0)], 1e6)])),
             [(1000, 7)]
         );
+    }
+
+    #[test]
+    fn each_target_has_its_own_budget() {
+        let (a, b) = (members(1, 1, None), members(1, 1, None));
+        let plan = plan([
+            Demand {
+                budget: 10,
+                ..demand(&a, 0, &[(0, 1.0)], 1e6)
+            },
+            Demand {
+                target: 1,
+                budget: 20,
+                ..demand(&b, 0, &[(0, 1.0)], 1e6)
+            },
+        ]);
+        let n: Vec<usize> = plan.iter().map(|(_, n)| *n).collect();
+        assert_eq!(n, [10, 20]);
     }
 
     #[test]
     fn a_target_telling_callers_by_address_warms_each_tenants_own_pool() {
         let m = members(1, 2, None);
         let plan = plan([
-            demand(&m, 0, Spread::RoundRobin, 10_000.0),
-            demand(&m, 1, Spread::RoundRobin, 2_000.0),
+            demand(&m, 0, &[(0, 1.0)], 10_000.0),
+            demand(&m, 1, &[(0, 1.0)], 2_000.0),
         ]);
         let mut by_source: Vec<usize> = plan.iter().map(|(_, n)| *n).collect();
         by_source.sort_unstable();

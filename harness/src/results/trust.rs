@@ -169,8 +169,8 @@ pub fn short_of_cpu_and_erring(targets: &[TargetResult]) -> Option<String> {
 }
 
 /// The load generator's send lag above which the machine, not the targets, shapes latency:
-/// its p99 was 0.3–2.6 ms up to 10,000 req/s on the project's 2-core machine
-/// (docs/bench-loadgen.md).
+/// its p99 was 0.08–0.3 ms up to 20,000 req/s on the project's 2-core machine in
+/// docs/bench-loadgen.md (2026-12-05), and up to 2.6 ms on busier days.
 const SATURATED_SEND_LAG_US: u64 = 5_000;
 
 /// A note when the load generator itself ran late: every process on the machine was then

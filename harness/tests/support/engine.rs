@@ -127,8 +127,17 @@ pub(crate) async fn run(
     plan: LoadPlan,
     cancel: CancellationToken,
 ) -> (LoadSummary, Arc<Samples>, Instant) {
+    run_after(Duration::from_millis(50), plan, cancel).await
+}
+
+/// Runs `plan` from `lead` from now: what happens before the start (the warm-up) has that long.
+pub(crate) async fn run_after(
+    lead: Duration,
+    plan: LoadPlan,
+    cancel: CancellationToken,
+) -> (LoadSummary, Arc<Samples>, Instant) {
     let samples = Arc::new(Samples::default());
-    let start = Instant::now() + Duration::from_millis(50);
+    let start = Instant::now() + lead;
     let summary = try_run(plan, start, samples.clone(), cancel).await.unwrap();
     (summary, samples, start)
 }

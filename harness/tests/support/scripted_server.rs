@@ -1,6 +1,7 @@
 //! A scripted HTTP server on loopback that a load test cannot tell from a target: each
 //! request's answer is chosen by the test from its caller header (a status, a status after a
-//! delay, a `Retry-After`, a closed socket, silence), and every request it read is logged.
+//! delay, a `Retry-After`, a closed socket, silence), and every request it read is logged, as
+//! is when it accepted each connection.
 //!
 //! Written on raw tokio sockets rather than hyper's server: the tests need exact control of
 //! failures (close the socket mid-exchange, never answer), which a real HTTP server exists to
