@@ -159,6 +159,14 @@ pub async fn try_run(
         .collect();
     let plan = Arc::new(plan);
     let assigned = shard::assign(&rates, plan.senders.count(&rates));
+    // Per target, the senders that send to it: they share its bound when they warm its pools.
+    let tenants = plan.tenants.len().max(1);
+    let sharing: Vec<usize> = (0..plan.targets.len())
+        .map(|t| {
+            let to_t = |streams: &&Vec<usize>| streams.iter().any(|&i| i / tenants == t);
+            assigned.iter().filter(to_t).count().max(1)
+        })
+        .collect();
     let senders = assigned.len();
     let mut shards = FuturesUnordered::new();
     let mut failed_to_start = None;
@@ -171,7 +179,7 @@ pub async fn try_run(
             cancel.clone(),
         );
         let shared = shared.clone();
-        let rates = rates.clone();
+        let (rates, sharing) = (rates.clone(), sharing.clone());
         // Half the request timeout, so due before any timeout set while it is pending; at most
         // a second (it wakes the sender once a period) and at least a millisecond (tokio's
         // resolution: below a 2 ms timeout it may not be the sooner).
@@ -188,7 +196,7 @@ pub async fn try_run(
                     .and_then(|runtime| {
                         let rates = streams.iter().map(|&i| rates[i]).collect();
                         let load = Load::new(prepared, &plan, &streams, start, recorder, shared)
-                            .sender(k, senders, rates);
+                            .sender(k, senders, rates, sharing);
                         // Leaving block_on stops every task; dropping the runtime drops what
                         // is left (the abandoned requests), each recording its sample, before
                         // the caller hears the result.
@@ -250,6 +258,8 @@ struct Load {
     streams: Vec<Stream>,
     /// Per stream: what this sender sends of it, requests a second.
     rates: Vec<f64>,
+    /// Per target: how many senders send to it (and share its bound).
+    sharing: Vec<usize>,
     in_flight: Vec<(Arc<Semaphore>, DropCause)>,
     /// Per target.
     keep_alive: Vec<bool>,
@@ -344,6 +354,7 @@ impl Load {
             prepared,
             streams,
             rates: Vec::new(),
+            sharing: Vec::new(),
             quantum: PACING_QUANTUM,
             sender: (0, 1),
             in_flight: shared.in_flight,
@@ -363,12 +374,14 @@ impl Load {
         }
     }
 
-    /// Sender `k` of `senders`, sending `rates` of its streams (requests a second, its share):
-    /// its pacing quantum follows its own total, since the wake-ups are its thread's.
-    fn sender(mut self, k: usize, senders: usize, rates: Vec<f64>) -> Self {
+    /// Sender `k` of `senders`, sending `rates` of its streams (requests a second, its share),
+    /// each target sent to by `sharing` senders: its pacing quantum follows its own total,
+    /// since the wake-ups are its thread's.
+    fn sender(mut self, k: usize, senders: usize, rates: Vec<f64>, sharing: Vec<usize>) -> Self {
         self.sender = (k, senders);
         self.quantum = pacing_quantum(rates.iter().sum());
         self.rates = rates;
+        self.sharing = sharing;
         self
     }
 
@@ -382,7 +395,6 @@ impl Load {
                 demands.push((members, stream, rate_per_s));
             }
         }
-        let senders = self.sender.1.max(1);
         let pools = warm::plan(demands.iter().map(|(members, stream, rate_per_s)| {
             warm::Demand {
                 members,
@@ -390,9 +402,10 @@ impl Load {
                 tenant: stream.tenant,
                 spread: stream.spread_over(&members.in_rotation),
                 rate_per_s: *rate_per_s,
-                // Nothing is in flight before the start: the whole bound is free, and the
-                // senders share it.
-                budget: self.in_flight[stream.target].0.available_permits() / senders,
+                // Nothing is in flight before the start: the whole bound is free, for the
+                // senders to the target to share.
+                budget: self.in_flight[stream.target].0.available_permits()
+                    / self.sharing[stream.target],
             }
         }));
         warm::open(&pools, self.start).await;

@@ -14,11 +14,12 @@
 //! per connection attempt) cost more client CPU per request than everything else a sender
 //! thread does in user space. A connection is used by one request at a time and comes back
 //! only after its answer is drained, so the connections of an instance never outnumber the
-//! requests in flight to it, but for those warmed before the run. A connection idle for [`IDLE_TIMEOUT`] is closed by us: a fault
-//! that slows the target fills the pool with the connections its peak needed, and a server
-//! without an idle timeout of its own (the reference has none) would keep them all, on both
-//! sides, for the rest of the run. A target's `max_idle_connections` caps the pool besides,
-//! closing the least recently used as more come back. A connection the server has closed
+//! requests in flight to it, but for those warmed before the run. A connection idle for
+//! [`IDLE_TIMEOUT`] is closed by us: a fault that slows the target fills the pool with the
+//! connections its peak needed, and a server without an idle timeout of its own (the reference
+//! has none) would keep them all, on both sides, for the rest of the run. A target's
+//! `max_idle_connections` caps the pool besides, closing the least recently used as more come
+//! back. A connection the server has closed
 //! stays in the pool, and counts against the cap, until a checkout reaches it. A pool may be
 //! warmed before the run starts ([`super::warm`]); a warmed connection is counted as opened by
 //! the first request that takes it.
@@ -278,12 +279,13 @@ async fn send(
             // as any keep-alive client, send it on a new connection. The server never saw
             // it, so this is not a retry.
             Some(request) if origin.was_idle() => {
-                sender = pool.connect().await?;
-                // A warmed connection that carried nothing was counted for this request
-                // already: the one that carries it takes its place in the count.
-                if origin == Origin::Reused {
-                    *opened += 1;
+                // A warmed connection was counted as this request's: it carried nothing, so
+                // the count goes to the new one, once it is open.
+                if origin == Origin::Warmed {
+                    *opened -= 1;
                 }
+                sender = pool.connect().await?;
+                *opened += 1;
                 sender
                     .send_request(request)
                     .await

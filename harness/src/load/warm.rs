@@ -45,7 +45,7 @@ pub(super) struct Demand<'a> {
 
 /// The connections to open in each pool for these streams: each stream's rate split over its
 /// instances, summed per pool, for [`WARM_FOR`]; at most the pool's idle cap, and at most the
-/// target's budget over all its pools (the first pools first).
+/// target's budget over all its pools (shared in proportion when they want more).
 pub(super) fn plan<'a>(demands: impl IntoIterator<Item = Demand<'a>>) -> Vec<(Arc<Pool>, usize)> {
     // Per pool: its target, its rate, the target's budget.
     let mut pools: Vec<(Arc<Pool>, usize, f64, usize)> = Vec::new();
@@ -59,24 +59,35 @@ pub(super) fn plan<'a>(demands: impl IntoIterator<Item = Demand<'a>>) -> Vec<(Ar
             }
         }
     }
-    let mut spent: Vec<(usize, usize)> = Vec::new();
-    pools
-        .into_iter()
-        .filter_map(|(pool, target, rate, budget)| {
+    let wanted: Vec<usize> = pools
+        .iter()
+        .map(|(pool, _, rate, _)| {
             // Whole connections only: truncated, so below 500 a second a pool gets none.
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let wanted = (rate * WARM_FOR.as_secs_f64()) as usize;
-            let wanted = wanted.min(pool.max_idle().map_or(usize::MAX, |m| m.get()));
-            let used = match spent.iter_mut().find(|(t, _)| *t == target) {
-                Some((_, used)) => used,
-                None => {
-                    spent.push((target, 0));
-                    &mut spent.last_mut()?.1
-                }
+            wanted.min(pool.max_idle().map_or(usize::MAX, |m| m.get()))
+        })
+        .collect();
+    let of_target = |target: usize| -> usize {
+        pools
+            .iter()
+            .zip(&wanted)
+            .filter(|((_, t, ..), _)| *t == target)
+            .map(|(_, w)| w)
+            .sum()
+    };
+    pools
+        .iter()
+        .zip(&wanted)
+        .filter_map(|((pool, target, _, budget), &wanted)| {
+            // Over the budget, each pool gets its share of it, as its requests do.
+            let total = of_target(*target);
+            let n = if total <= *budget {
+                wanted
+            } else {
+                wanted * budget / total
             };
-            let n = wanted.min(budget.saturating_sub(*used));
-            *used += n;
-            (n > 0).then_some((pool, n))
+            (n > 0).then(|| (Arc::clone(pool), n))
         })
         .collect()
 }
@@ -163,17 +174,17 @@ mod tests {
             counts(&plan([demand(&m, 0, EVEN, 1_000.0)])),
             [(1000, 1), (1001, 1)]
         );
-        // The target's budget is for all its pools together, the first first.
+        // The target's budget is for all its pools together, shared as they want it.
         let budget = Demand {
             budget: 300,
             ..demand(&m, 0, EVEN, 1e6)
         };
-        assert_eq!(counts(&plan([budget])), [(1000, 300)]);
-        let shared = Demand {
-            budget: 300,
-            ..demand(&m, 0, EVEN, 200_000.0)
+        assert_eq!(counts(&plan([budget])), [(1000, 150), (1001, 150)]);
+        let uneven = Demand {
+            budget: 200,
+            ..demand(&m, 0, &[(0, 0.75), (1, 0.25)], 200_000.0)
         };
-        assert_eq!(counts(&plan([shared])), [(1000, 200), (1001, 100)]);
+        assert_eq!(counts(&plan([uneven])), [(1000, 150), (1001, 50)]);
         let idle = members(1, 1, Some(7));
         assert_eq!(
             counts(&plan([demand(&idle, 0, &[(0, 1.0)], 1e6)])),
