@@ -137,7 +137,8 @@ fn every_figure_and_gate_verdict_of_a_run_against_scripted_targets_is_the_one_co
     let expected = expected(&scenario);
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
-    let run = support::run_fixture(
+    let run = support::run_fixture_trusted(
+        &[],
         &fixture_path("oracle-verdicts.toml"),
         &folder,
         &["--gate", "--batch", &BATCH.to_string()],
@@ -412,7 +413,7 @@ fn requests_the_generator_dropped_count_as_waiting_the_timeout_and_make_the_verd
 
 /// Runs `oracle-compare.toml` with the oracle's script set to `script`, into `folder`.
 fn run_compare_side(folder: &std::path::Path, script: &str) {
-    let run = support::run_fixture_with_env(
+    let run = support::run_fixture_trusted(
         &[("FAILMODE_ORACLE_SCRIPT", script)],
         &fixture_path("oracle-compare.toml"),
         folder,
