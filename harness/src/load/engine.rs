@@ -40,7 +40,7 @@
 //! `Transport(Abandoned)`, its latency running to that moment. On a hung store those are the
 //! slowest requests of the run: losing them would flatter the tail.
 //!
-//! Client behaviours ([`Client`]): a request's task sends its retries itself, on the next
+//! Client behaviours ([`Client`](super::client::Client)): a request's task sends its retries itself, on the next
 //! instance for a round-robin tenant (as a balancer would), holding its in-flight permit
 //! through the waits; no retry starts after the run's end. An adaptive-throttling tenant's
 //! refusals are decided on its sender thread, from a per-stream history and random stream.
@@ -48,7 +48,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::pin::pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -60,21 +60,15 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::attempts::{Attempts, Retrying};
-use super::client::{Client, Throttle};
 use super::error::LoadError;
 use super::in_flight::{InFlight, Settled};
 use super::members::Followed;
 use super::pacer::{Pacer, keep_a_timer_pending};
 use super::prepared::Prepared;
-use super::schedule::Schedule;
 use super::shard;
 use super::stream::Stream;
 use super::warm;
-use super::{Caller, DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Sample, Share};
-
-/// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
-/// they never share a stream with the arrival schedules.
-const CLIENT_SEED_SALT: u64 = 0x636c_6965_6e74_7321;
+use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Sample};
 
 /// The dispatcher wakes at most once per quantum; requests falling due within it leave
 /// together at its end.
@@ -159,14 +153,7 @@ pub async fn try_run(
         .collect();
     let plan = Arc::new(plan);
     let assigned = shard::assign(&rates, plan.senders.count(&rates));
-    // Per target, the senders that send to it: they share its bound when they warm its pools.
-    let tenants = plan.tenants.len().max(1);
-    let sharing: Vec<usize> = (0..plan.targets.len())
-        .map(|t| {
-            let to_t = |streams: &&Vec<usize>| streams.iter().any(|&i| i / tenants == t);
-            assigned.iter().filter(to_t).count().max(1)
-        })
-        .collect();
+    let sharing = warm::senders_per_target(&assigned, plan.targets.len(), plan.tenants.len());
     let senders = assigned.len();
     let mut shards = FuturesUnordered::new();
     let mut failed_to_start = None;
@@ -291,51 +278,7 @@ impl Load {
         recorder: Arc<dyn Recorder>,
         shared: Shared,
     ) -> Self {
-        let tenants = plan.tenants.len();
-        // A fault player's streams send nothing: any share rotates them.
-        let share = match plan.role {
-            Role::Sender(share) => share,
-            Role::FaultPlayer => Share::WHOLE,
-        };
-        let streams: Vec<Stream> = streams
-            .iter()
-            .map(|&i| {
-                let (target, tenant) = (i / tenants, i % tenants);
-                let c = &plan.tenants[tenant];
-                Stream {
-                    target,
-                    tenant,
-                    schedule: Schedule::new(
-                        plan.seed,
-                        target,
-                        tenant,
-                        c.rate_per_s,
-                        c.arrival,
-                        plan.duration,
-                    )
-                    .role(plan.role),
-                    spread: c.spread,
-                    next_instance: tenant + share.index() as usize - 1,
-                    step: share.count() as usize,
-                    client: c.client,
-                    rng: {
-                        let mut rng = ChaCha8Rng::seed_from_u64(plan.seed ^ CLIENT_SEED_SALT);
-                        rng.set_stream(((target as u64) << 32) ^ tenant as u64);
-                        rng
-                    },
-                    throttle: match c.client {
-                        Client::AdaptiveThrottling { k, window } => {
-                            Some(Arc::new(Mutex::new(Throttle::new(k, window))))
-                        }
-                        _ => None,
-                    },
-                    keys: match &c.caller {
-                        Caller::Key(_) => None,
-                        Caller::Drawn(keys) => Some(keys.drawer(plan.seed, tenant)),
-                    },
-                }
-            })
-            .collect();
+        let streams: Vec<Stream> = streams.iter().map(|&i| Stream::new(plan, i)).collect();
         Self {
             // Each sender its own pools: a connection's task lives on the runtime that
             // opened it.

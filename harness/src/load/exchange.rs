@@ -19,10 +19,9 @@
 //! connections its peak needed, and a server without an idle timeout of its own (the reference
 //! has none) would keep them all, on both sides, for the rest of the run. A target's
 //! `max_idle_connections` caps the pool besides, closing the least recently used as more come
-//! back. A connection the server has closed
-//! stays in the pool, and counts against the cap, until a checkout reaches it. A pool may be
-//! warmed before the run starts ([`super::warm`]); a warmed connection is counted as opened by
-//! the first request that takes it.
+//! back. A connection the server has closed stays in the pool, and counts against the cap,
+//! until a checkout reaches it. A pool may be warmed before the run starts ([`super::warm`]);
+//! a warmed connection is counted as opened by the first request that takes it.
 
 use std::collections::VecDeque;
 use std::error::Error as StdError;

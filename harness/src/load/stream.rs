@@ -3,12 +3,17 @@
 
 use std::sync::{Arc, Mutex};
 
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::Spread;
 use super::client::{Client, Throttle};
 use super::keys::Drawer;
 use super::schedule::Schedule;
+use super::{Caller, LoadPlan, Role, Share, Spread};
+
+/// Mixed into the run's seed for the clients' own draws (backoff jitter, throttling), so
+/// they never share a stream with the arrival schedules.
+const CLIENT_SEED_SALT: u64 = 0x636c_6965_6e74_7321;
 
 /// One target × tenant: its schedule and where its next request goes.
 #[derive(Debug)]
@@ -32,14 +37,57 @@ pub(super) struct Stream {
 }
 
 impl Stream {
+    /// Stream `index` of `plan` (target-major target × tenant order), as this process sends
+    /// it: a worker's share of the schedule, and its place in the round robin.
+    pub(super) fn new(plan: &LoadPlan, index: usize) -> Self {
+        let tenants = plan.tenants.len();
+        // A fault player's streams send nothing: any share rotates them.
+        let share = match plan.role {
+            Role::Sender(share) => share,
+            Role::FaultPlayer => Share::WHOLE,
+        };
+        let (target, tenant) = (index / tenants, index % tenants);
+        let c = &plan.tenants[tenant];
+        Self {
+            target,
+            tenant,
+            schedule: Schedule::new(
+                plan.seed,
+                target,
+                tenant,
+                c.rate_per_s,
+                c.arrival,
+                plan.duration,
+            )
+            .role(plan.role),
+            spread: c.spread,
+            next_instance: tenant + share.index() as usize - 1,
+            step: share.count() as usize,
+            client: c.client,
+            rng: {
+                let mut rng = ChaCha8Rng::seed_from_u64(plan.seed ^ CLIENT_SEED_SALT);
+                rng.set_stream(((target as u64) << 32) ^ tenant as u64);
+                rng
+            },
+            throttle: match c.client {
+                Client::AdaptiveThrottling { k, window } => {
+                    Some(Arc::new(Mutex::new(Throttle::new(k, window))))
+                }
+                _ => None,
+            },
+            keys: match &c.caller {
+                Caller::Key(_) => None,
+                Caller::Drawn(keys) => Some(keys.drawer(plan.seed, tenant)),
+            },
+        }
+    }
+
     /// The caller key of the arrival the schedule last produced (0 for a tenant of one key).
     pub(super) fn key(&mut self) -> usize {
         let arrival = self.schedule.last_index();
         self.keys.as_mut().map_or(0, |d| d.key_of(arrival))
     }
 
-    /// Sticky: tenant i always on the (i mod n)-th instance in rotation. Round robin: starting
-    /// there, so tenants do not all begin on the first.
     /// `n` of its arrivals were dropped unsent: the round-robin goes on where sending each
     /// would have left it, as it does in every worker.
     pub(super) fn skipped(&mut self, n: u64) {
@@ -49,6 +97,8 @@ impl Stream {
             .wrapping_add(steps.wrapping_mul(self.step));
     }
 
+    /// Sticky: tenant i always on the (i mod n)-th instance in rotation. Round robin: starting
+    /// there, so tenants do not all begin on the first.
     pub(super) fn pick_instance(&mut self, in_rotation: &[usize]) -> usize {
         let n = in_rotation.len();
         match self.spread {

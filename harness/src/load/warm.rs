@@ -43,6 +43,23 @@ pub(super) struct Demand<'a> {
     pub(super) budget: usize,
 }
 
+/// Per target, how many of the senders (each given its `assigned` streams, indexes in
+/// target-major target × tenant order) send to it: they share its bound when they warm its
+/// pools. At least one, so a share of the bound is always defined.
+pub(super) fn senders_per_target(
+    assigned: &[Vec<usize>],
+    targets: usize,
+    tenants: usize,
+) -> Vec<usize> {
+    let tenants = tenants.max(1);
+    (0..targets)
+        .map(|t| {
+            let to_t = |streams: &&Vec<usize>| streams.iter().any(|&i| i / tenants == t);
+            assigned.iter().filter(to_t).count().max(1)
+        })
+        .collect()
+}
+
 /// The connections to open in each pool for these streams: each stream's rate split over its
 /// instances, summed per pool, for [`WARM_FOR`]; at most the pool's idle cap, and at most the
 /// target's budget over all its pools (shared in proportion when they want more).
@@ -152,6 +169,17 @@ mod tests {
         let mut c: Vec<_> = plan.iter().map(|(p, n)| (p.addr().port(), *n)).collect();
         c.sort_unstable();
         c
+    }
+
+    #[test]
+    fn a_targets_bound_is_shared_only_among_the_senders_that_send_to_it() {
+        // Three targets of two tenants (streams 0–5, target-major).
+        let by_target = [vec![0, 1, 2], vec![3, 4], vec![]];
+        assert_eq!(senders_per_target(&by_target, 3, 2), [1, 2, 1]);
+        let by_tenant = [vec![0, 2, 4], vec![1, 3, 5]];
+        assert_eq!(senders_per_target(&by_tenant, 3, 2), [2, 2, 2]);
+        // A target no sender sends to still divides its bound by one.
+        assert_eq!(senders_per_target(&[vec![0]], 2, 1), [1, 1]);
     }
 
     #[test]
