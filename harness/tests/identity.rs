@@ -30,7 +30,7 @@ fn run_identity_fixture() -> (Scenario, RunResult, tempfile::TempDir) {
     let scenario = Scenario::load(&path).unwrap();
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
-    let run = support::run_fixture(&path, &folder, &["--batch", &BATCH.to_string()]);
+    let run = support::run_fixture_trusted(&[], &path, &folder, &["--batch", &BATCH.to_string()]);
     let (stdout, stderr) = support::output_text(&run);
     assert_eq!(run.status.code(), Some(0), "{stdout}{stderr}");
     assert!(

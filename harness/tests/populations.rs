@@ -86,7 +86,7 @@ fn each_key_of_a_population_is_limited_on_its_own_as_its_draws_say_and_the_rest_
     let expected = expected(&scenario);
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
-    let run = support::run_fixture(&fixture, &folder, &[]);
+    let run = support::run_fixture_trusted(&[], &fixture, &folder, &[]);
     let (stdout, stderr) = output_text(&run);
     assert_eq!(run.status.code(), Some(0), "{stdout}{stderr}");
     let r = RunResult::read(&folder).unwrap();

@@ -295,7 +295,8 @@ async fn an_idle_cap_closes_what_a_peak_opened_so_the_next_peak_opens_its_own() 
 fn a_run_through_a_connection_cap_without_keep_alive_reports_the_cap_biting_and_the_churn() {
     let out = tempfile::tempdir().unwrap();
     let folder = out.path().join("run");
-    let run = support::run_fixture(&fixture_path("oracle-connections.toml"), &folder, &[]);
+    let run =
+        support::run_fixture_trusted(&[], &fixture_path("oracle-connections.toml"), &folder, &[]);
     assert!(run.status.success(), "{run:?}");
     assert_eq!(schema_errors(&folder), Vec::<String>::new());
     let r = RunResult::read(&folder).unwrap();
