@@ -127,14 +127,35 @@ pub(crate) fn run_fixture_trusted(
         if untrusted.is_empty() || attempt == ATTEMPTS_FOR_A_TRUSTED_RUN {
             return output;
         }
-        eprintln!(
-            "attempt {attempt} of {} at {}: not trusted ({}); running it again",
-            ATTEMPTS_FOR_A_TRUSTED_RUN,
-            scenario.display(),
-            untrusted.join("; ")
-        );
+        say_running_again(attempt, &scenario.display().to_string(), &untrusted);
     }
     unreachable!("the loop returns at its last attempt")
+}
+
+/// [`run_fixture_trusted`] for a run in-process: `attempt` (a run into a folder of its own)
+/// again while the result `of` it says it cannot be trusted.
+pub(crate) async fn until_trusted<T>(
+    what: &str,
+    mut attempt: impl AsyncFnMut() -> T,
+    of: impl Fn(&T) -> &RunResult,
+) -> T {
+    for n in 1.. {
+        let done = attempt().await;
+        let untrusted = of(&done).untrusted();
+        if untrusted.is_empty() || n == ATTEMPTS_FOR_A_TRUSTED_RUN {
+            return done;
+        }
+        say_running_again(n, what, &untrusted);
+    }
+    unreachable!("the loop returns at its last attempt")
+}
+
+fn say_running_again(attempt: usize, what: &str, untrusted: &[String]) {
+    eprintln!(
+        "attempt {attempt} of {ATTEMPTS_FOR_A_TRUSTED_RUN} at {what}: not trusted ({}); running \
+         it again",
+        untrusted.join("; ")
+    );
 }
 
 /// The command [`run_fixture`] runs, for a test that starts it and watches it while it goes.
