@@ -23,10 +23,12 @@
 //! until a checkout reaches it. A pool may be warmed before the run starts ([`super::warm`]);
 //! a warmed connection is counted as opened by the first request that takes it.
 //!
-//! At most [`MAX_CONNECTING`] connections are being opened to a pool at once. A request that
-//! finds no idle connection then waits for whichever comes first: a connection coming back,
-//! or its turn to connect. Its latency from the schedule counts the wait, as it counts a
-//! connect. Without the limit every request of a burst opened its own connection: on the
+//! A request that finds no idle connection while [`MAX_CONNECTING`] others are connecting
+//! waits for whichever comes first: a connection coming back, its turn to connect, or
+//! [`WAIT_FOR_A_TURN`], after which it connects anyway. Its latencies count the wait, as they
+//! count a connect. (A pool's warm-up, a target without keep-alive, and a request sent again
+//! on a new connection because its kept one had closed connect without a turn.) Without the
+//! limit every request of a burst opened its own connection: on the
 //! project's 2-core machine at 40,000 req/s a stall of the VM of some milliseconds made a
 //! burst whose connects (and the server's accepts) cost more than the requests, so answers
 //! slowed, more connections were opened, and the in-flight bound filled (hundreds to thousands
@@ -65,8 +67,14 @@ pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// Connections being opened to one pool at once; see the module's header. Measured at 40,000
 /// req/s, three runs each (the most dropped in a run, the median p99 from the schedule):
 /// unlimited 2,822 and 3.7 ms, 16 at once 398 and 4.6 ms, 8 637 and 2.9 ms, 4 8 and 0.8 ms
-/// (1,713 and 0.4 ms in a second set), 2 none and 0.45 ms.
+/// (1,713 and 0.44 ms in a second set), 2 none and 0.45 ms.
 pub(crate) const MAX_CONNECTING: usize = 2;
+
+/// How long a request waits for a turn to connect (or a connection back) before it connects
+/// anyway, beside the others (tokio's timer: 1–2 ms). On loopback a connect takes tens of
+/// microseconds and the wait ends well before; against a distant target, or one whose connects
+/// hang, it bounds what the limit adds to a request's latency.
+const WAIT_FOR_A_TURN: Duration = Duration::from_millis(1);
 
 /// The idle connections to one instance, each with when it came back, most recently used at
 /// the back: a warm few at the back stay in use, the front ages out ([`IDLE_TIMEOUT`]). With
@@ -234,32 +242,43 @@ impl Pool {
         Ok(sender)
     }
 
-    /// An idle connection that is ready for a request, else a new one, opened when fewer than
-    /// [`MAX_CONNECTING`] are being opened; meanwhile the first connection to come back.
+    /// An idle connection that is ready for a request, else a new one: opened at once while
+    /// fewer than [`MAX_CONNECTING`] requests are connecting, else on the first of a connection
+    /// coming back (taken instead), a turn to connect, or [`WAIT_FOR_A_TURN`].
     async fn checkout(&self) -> Result<(Sender, Origin), TransportError> {
-        loop {
-            if let Some(idle) = self.ready_idle().await {
-                return Ok(idle);
-            }
-            if let Ok(_turn) = self.connecting.try_acquire() {
-                return Ok((self.connect().await?, Origin::Opened));
-            }
-            // Listening before looking again, so a connection back in between is not missed.
-            let mut returned = pin!(self.returned.notified());
-            returned.as_mut().enable();
-            if let Some(idle) = self.ready_idle().await {
-                return Ok(idle);
-            }
-            tokio::select! {
-                biased;
-                turn = self.connecting.acquire() => {
-                    // Never closed: an error cannot come.
-                    let _turn = turn.map_err(|_| TransportError::Other)?;
-                    return Ok((self.connect().await?, Origin::Opened));
-                }
-                () = &mut returned => {}
-            }
+        if let Some(idle) = self.ready_idle().await {
+            return Ok(idle);
         }
+        // Made once, so the request keeps its place in the queue for a turn however often a
+        // connection comes back to be taken by another.
+        let mut turn = pin!(self.connecting.acquire());
+        let mut waited = pin!(tokio::time::sleep(WAIT_FOR_A_TURN));
+        let turn = loop {
+            // A block of its own: the listener is dropped before the connect, so a connection
+            // back meanwhile wakes a request still waiting, not this one.
+            let next = {
+                // Listening before looking again, so a connection back in between is not
+                // missed.
+                let mut returned = pin!(self.returned.notified());
+                returned.as_mut().enable();
+                if let Some(idle) = self.ready_idle().await {
+                    return Ok(idle);
+                }
+                tokio::select! {
+                    biased;
+                    () = &mut returned => None,
+                    // Never closed: a turn always comes.
+                    turn = &mut turn => Some(turn.ok()),
+                    () = &mut waited => Some(None),
+                }
+            };
+            if let Some(turn) = next {
+                break turn;
+            }
+        };
+        let opened = self.connect().await;
+        drop(turn);
+        Ok((opened?, Origin::Opened))
     }
 
     /// An idle connection that is ready for a request.
@@ -456,18 +475,30 @@ mod tests {
         pool.connecting.try_acquire_many(turns).unwrap()
     }
 
+    /// A checkout and what happens beside it, `beside` polled first each time; a checkout that
+    /// never returns fails the test instead of hanging it.
+    async fn checkout_beside(
+        pool: &Pool,
+        beside: impl Future<Output = ()>,
+    ) -> Result<(Sender, Origin), TransportError> {
+        let both = async { tokio::join!(beside, pool.checkout()).1 };
+        tokio::time::timeout(Duration::from_secs(10), both)
+            .await
+            .expect("the checkout returned")
+    }
+
     #[tokio::test]
     async fn a_request_beyond_the_connects_in_progress_takes_the_first_connection_back() {
         let (pool, stop) = served_pool(None).await;
         let in_use = pool.connect().await.unwrap();
         let turns = every_turn_taken(&pool);
-        // The checkout is polled first and waits; then the connection in use comes back.
+        // The checkout waits; then the connection in use comes back.
         let back = async {
             tokio::task::yield_now().await;
             pool.put_back(in_use);
         };
-        let (checkout, ()) = tokio::join!(pool.checkout(), back);
-        assert_eq!(checkout.unwrap().1, Origin::Reused, "it opened none");
+        let (_, origin) = checkout_beside(&pool, back).await.unwrap();
+        assert_eq!(origin, Origin::Reused, "it opened none");
         drop(turns);
         stop.cancel();
     }
@@ -480,12 +511,25 @@ mod tests {
             tokio::task::yield_now().await;
             drop(turns);
         };
-        let (checkout, ()) = tokio::join!(pool.checkout(), ended);
-        assert_eq!(checkout.unwrap().1, Origin::Opened);
-        assert!(
-            pool.connecting.try_acquire().is_ok(),
+        let (_, origin) = checkout_beside(&pool, ended).await.unwrap();
+        assert_eq!(origin, Origin::Opened);
+        assert_eq!(
+            pool.connecting.available_permits(),
+            MAX_CONNECTING,
             "its turn ended with the connect"
         );
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_request_whose_turn_does_not_come_connects_anyway() {
+        let (pool, stop) = served_pool(None).await;
+        // Connects that never end, and no connection coming back.
+        let turns = every_turn_taken(&pool);
+        let (_, origin) = checkout_beside(&pool, async {}).await.unwrap();
+        assert_eq!(origin, Origin::Opened);
+        assert_eq!(pool.connecting.available_permits(), 0, "beside the others");
+        drop(turns);
         stop.cancel();
     }
 
