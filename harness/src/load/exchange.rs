@@ -24,9 +24,9 @@
 //! a warmed connection is counted as opened by the first request that takes it.
 //!
 //! A request that finds no idle connection while [`MAX_CONNECTING`] others are connecting
-//! waits for whichever comes first: a connection coming back, its turn to connect, or
-//! [`WAIT_FOR_A_TURN`], after which it connects anyway. Its latencies count the wait, as they
-//! count a connect. (A pool's warm-up, a target without keep-alive, and a request sent again
+//! waits for whichever comes first: a connection coming back, or its turn to connect; to a
+//! target off this machine at most [`WAIT_FOR_A_TURN`], after which it connects anyway. Its
+//! latencies count the wait, as they count a connect. (A pool's warm-up, a target without keep-alive, and a request sent again
 //! on a new connection because its kept one had closed connect without a turn.) Without the
 //! limit every request of a burst opened its own connection: on the
 //! project's 2-core machine at 40,000 req/s a stall of the VM of some milliseconds made a
@@ -70,11 +70,21 @@ pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// (1,713 and 0.44 ms in a second set), 2 none and 0.45 ms.
 pub(crate) const MAX_CONNECTING: usize = 2;
 
-/// How long a request waits for a turn to connect (or a connection back) before it connects
-/// anyway, beside the others (tokio's timer: 1–2 ms). On loopback a connect takes tens of
-/// microseconds and the wait ends well before; against a distant target, or one whose connects
-/// hang, it bounds what the limit adds to a request's latency.
+/// How long a request to a target off this machine waits for a turn to connect (or a
+/// connection back) before it connects anyway, beside the others (tokio's timer: 1–2 ms).
+/// There a connect takes a round trip, and two at a time would grow a pool by two a round trip
+/// (a hundred a second at 20 ms), queueing requests behind them through a latency fault that
+/// needs hundreds more; the wait bounds what the limit adds to a request's latency. On
+/// loopback, where the generator and the target share the CPU that connects cost, a request
+/// waits for its turn however long: with this 1 ms wait there too, the benchmark at 40,000
+/// req/s dropped 1,425–1,981 requests in the worst of three runs, in each of three sets.
 const WAIT_FOR_A_TURN: Duration = Duration::from_millis(1);
+
+/// How long a request to `addr` waits for a turn to connect: none on loopback
+/// ([`WAIT_FOR_A_TURN`]).
+fn wait_for_a_turn(addr: SocketAddr) -> Option<Duration> {
+    (!addr.ip().is_loopback()).then_some(WAIT_FOR_A_TURN)
+}
 
 /// The idle connections to one instance, each with when it came back, most recently used at
 /// the back: a warm few at the back stay in use, the front ages out ([`IDLE_TIMEOUT`]). With
@@ -91,6 +101,8 @@ pub(crate) struct Pool {
     connecting: Semaphore,
     /// Wakes a request waiting for a connection when one comes back.
     returned: Notify,
+    /// The most a request waits for a turn to connect: [`wait_for_a_turn`].
+    wait_for_a_turn: Option<Duration>,
 }
 
 /// An idle connection, with when it came back and whether a request has used it yet (a
@@ -138,6 +150,7 @@ impl Pool {
             idle: Mutex::new(VecDeque::new()),
             connecting: Semaphore::new(MAX_CONNECTING),
             returned: Notify::new(),
+            wait_for_a_turn: wait_for_a_turn(addr),
         }
     }
 
@@ -244,7 +257,7 @@ impl Pool {
 
     /// An idle connection that is ready for a request, else a new one: opened at once while
     /// fewer than [`MAX_CONNECTING`] requests are connecting, else on the first of a connection
-    /// coming back (taken instead), a turn to connect, or [`WAIT_FOR_A_TURN`].
+    /// coming back (taken instead), a turn to connect, or the end of the pool's wait for one.
     async fn checkout(&self) -> Result<(Sender, Origin), TransportError> {
         if let Some(idle) = self.ready_idle().await {
             return Ok(idle);
@@ -252,7 +265,12 @@ impl Pool {
         // Made once, so the request keeps its place in the queue for a turn however often a
         // connection comes back to be taken by another.
         let mut turn = pin!(self.connecting.acquire());
-        let mut waited = pin!(tokio::time::sleep(WAIT_FOR_A_TURN));
+        let mut waited = pin!(async {
+            match self.wait_for_a_turn {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => std::future::pending().await,
+            }
+        });
         let turn = loop {
             // A block of its own: the listener is dropped before the connect, so a connection
             // back meanwhile wakes a request still waiting, not this one.
@@ -521,9 +539,21 @@ mod tests {
         stop.cancel();
     }
 
+    #[test]
+    fn only_a_request_to_a_target_off_this_machine_stops_waiting_for_a_turn() {
+        for on_loopback in ["127.0.0.1:80", "127.0.0.2:80", "[::1]:80"] {
+            assert_eq!(wait_for_a_turn(on_loopback.parse().unwrap()), None);
+        }
+        for off in ["10.0.0.7:80", "[2001:db8::1]:80"] {
+            assert_eq!(wait_for_a_turn(off.parse().unwrap()), Some(WAIT_FOR_A_TURN));
+        }
+    }
+
     #[tokio::test]
-    async fn a_request_whose_turn_does_not_come_connects_anyway() {
-        let (pool, stop) = served_pool(None).await;
+    async fn a_request_to_a_target_off_this_machine_whose_turn_does_not_come_connects_anyway() {
+        let (mut pool, stop) = served_pool(None).await;
+        // The loopback server stands for a distant one.
+        pool.wait_for_a_turn = Some(WAIT_FOR_A_TURN);
         // Connects that never end, and no connection coming back.
         let turns = every_turn_taken(&pool);
         let (_, origin) = checkout_beside(&pool, async {}).await.unwrap();
