@@ -1,5 +1,5 @@
 //! The sender threads: every request leaves at its scheduled instant, whatever became of the
-//! ones before it.
+//! ones before it (and then takes a kept-alive connection, or waits for one: [`super::exchange`]).
 //!
 //! Each sender is an OS thread running a current-thread tokio runtime that owns its part of
 //! the generator: the dispatcher (a binary heap holding the next due offset of each of its
@@ -40,9 +40,9 @@
 //! `Transport(Abandoned)`, its latency running to that moment. On a hung store those are the
 //! slowest requests of the run: losing them would flatter the tail.
 //!
-//! Client behaviours ([`Client`](super::client::Client)): a request's task sends its retries itself, on the next
-//! instance for a round-robin tenant (as a balancer would), holding its in-flight permit
-//! through the waits; no retry starts after the run's end. An adaptive-throttling tenant's
+//! Client behaviours ([`Client`](super::client::Client)): a request's task sends its retries
+//! itself, on the next instance for a round-robin tenant (as a balancer would), holding its
+//! in-flight permit through the waits; no retry starts after the run's end. An adaptive-throttling tenant's
 //! refusals are decided on its sender thread, from a per-stream history and random stream.
 
 use std::cmp::Reverse;
@@ -570,8 +570,8 @@ impl Load {
             self.start,
         );
         self.tasks.spawn(async move {
-            // The actual send: the task's first poll, right before the request is handed to
-            // the connection.
+            // The actual send: the task's first poll, right before the request takes its
+            // connection (or waits for one).
             let outcome = request.run(in_flight.sending()).await;
             let done_at = Instant::now();
             drop(permit);

@@ -1,14 +1,15 @@
 //! Opening a sender's kept-alive connections before its schedule starts, at the rates where a
 //! cold start would feed on itself.
 //!
-//! From an empty pool every request of the first moments opens its own connection, and a
-//! connect (and the server's accept) costs more than a request on a kept one: above some tens
-//! of thousands of requests a second the answers slow, more requests are in flight at once, and
-//! each of those opens another connection. Measured on the project's 2-core machine at 40,000
-//! req/s against one loopback server: within 60 ms of the start 1,000 requests were in flight
-//! (the bound), 1,355 were dropped, and the run's p99 from the schedule was that start (5.7 ms,
-//! where oha's was 1.3). A client in production has a warm pool; a run should measure the
-//! limiter from its first second, not its own cold start.
+//! From an empty pool the first requests open connections (two at a time, the others waiting
+//! for them: `exchange.rs`), and a connect, with the server's accept, costs more than a request
+//! on a kept one: a run's first moments would measure its own cold start. Measured on the
+//! project's 2-core machine at 40,000 req/s against one loopback server, when every request
+//! still opened its own: the answers slowed, more requests were in flight, each opening
+//! another connection, and within 60 ms of the start 1,000 were in flight (the bound), 1,355
+//! were dropped, and the run's p99 from the schedule was that start (5.7 ms, where oha's was
+//! 1.3). A client in production has a warm pool; a run should measure the limiter from its
+//! first second, not its own cold start.
 //!
 //! Each pool is opened as many connections as its share of the sender's rate sends in
 //! [`WARM_FOR`]: none for a pool of less than 500 requests a second, whose first requests open
