@@ -41,6 +41,7 @@ async fn a_redis_cut_reproduces_seed_000s_table_for_fail_open_fail_closed_and_th
     .await;
     let r = &outcome.result;
     assert!(!r.partial);
+    assert!(r.untrusted().is_empty(), "{:?}", r.untrusted());
     // A busy test machine may add a note that it was short of CPU; nothing else is expected.
     assert!(
         r.notes
