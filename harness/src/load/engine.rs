@@ -42,8 +42,9 @@
 //!
 //! Client behaviours ([`Client`](super::client::Client)): a request's task sends its retries
 //! itself, on the next instance for a round-robin tenant (as a balancer would), holding its
-//! in-flight permit through the waits; no retry starts after the run's end. An adaptive-throttling tenant's
-//! refusals are decided on its sender thread, from a per-stream history and random stream.
+//! in-flight permit through the waits; no retry starts after the run's end. An
+//! adaptive-throttling tenant's refusals are decided on its sender thread, from a per-stream
+//! history and random stream.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

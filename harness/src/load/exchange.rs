@@ -26,13 +26,13 @@
 //! A request that finds no idle connection while [`MAX_CONNECTING`] others are connecting
 //! waits for whichever comes first: a connection coming back, or its turn to connect; to a
 //! target off this machine at most [`WAIT_FOR_A_TURN`], after which it connects anyway. Its
-//! latencies count the wait, as they count a connect. (A pool's warm-up, a target without keep-alive, and a request sent again
-//! on a new connection because its kept one had closed connect without a turn.) Without the
-//! limit every request of a burst opened its own connection: on the
-//! project's 2-core machine at 40,000 req/s a stall of the VM of some milliseconds made a
-//! burst whose connects (and the server's accepts) cost more than the requests, so answers
-//! slowed, more connections were opened, and the in-flight bound filled (hundreds to thousands
-//! of requests dropped in most runs); measured in docs/load-engine.md.
+//! latencies count the wait, as they count a connect. (A pool's warm-up, a target without
+//! keep-alive, and a request sent again on a new connection because its kept one had closed
+//! connect without a turn.) Without the limit every request of a burst opened its own
+//! connection: on the project's 2-core machine at 40,000 req/s a stall of the VM of some
+//! milliseconds made a burst whose connects (and the server's accepts) cost more than the
+//! requests, so answers slowed, more connections were opened, and the in-flight bound filled
+//! (hundreds to thousands of requests dropped in most runs); measured in docs/load-engine.md.
 
 use std::collections::VecDeque;
 use std::error::Error as StdError;
@@ -80,8 +80,9 @@ pub(crate) const MAX_CONNECTING: usize = 2;
 /// req/s dropped 1,425–1,981 requests in the worst of three runs, in each of three sets.
 const WAIT_FOR_A_TURN: Duration = Duration::from_millis(1);
 
-/// How long a request to `addr` waits for a turn to connect: none on loopback
-/// ([`WAIT_FOR_A_TURN`]).
+/// The most a request to `addr` waits for a turn to connect before it connects anyway:
+/// [`WAIT_FOR_A_TURN`] off this machine; no bound on loopback (`None`: it waits for its turn,
+/// within its request's timeout).
 fn wait_for_a_turn(addr: SocketAddr) -> Option<Duration> {
     (!addr.ip().is_loopback()).then_some(WAIT_FOR_A_TURN)
 }
@@ -262,36 +263,40 @@ impl Pool {
         if let Some(idle) = self.ready_idle().await {
             return Ok(idle);
         }
-        // Made once, so the request keeps its place in the queue for a turn however often a
-        // connection comes back to be taken by another.
-        let mut turn = pin!(self.connecting.acquire());
-        let mut waited = pin!(async {
-            match self.wait_for_a_turn {
-                Some(wait) => tokio::time::sleep(wait).await,
-                None => std::future::pending().await,
-            }
-        });
-        let turn = loop {
-            // A block of its own: the listener is dropped before the connect, so a connection
-            // back meanwhile wakes a request still waiting, not this one.
-            let next = {
-                // Listening before looking again, so a connection back in between is not
-                // missed.
-                let mut returned = pin!(self.returned.notified());
-                returned.as_mut().enable();
-                if let Some(idle) = self.ready_idle().await {
-                    return Ok(idle);
+        // A block of its own: a request that stops waiting leaves the queue for a turn before
+        // it connects, so a turn freed meanwhile goes to one still waiting.
+        let turn = {
+            // Made once, so the request keeps its place in the queue for a turn however often
+            // a connection comes back to be taken by another.
+            let mut turn = pin!(self.connecting.acquire());
+            let mut waited = pin!(async {
+                match self.wait_for_a_turn {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => std::future::pending().await,
                 }
-                tokio::select! {
-                    biased;
-                    () = &mut returned => None,
-                    // Never closed: a turn always comes.
-                    turn = &mut turn => Some(turn.ok()),
-                    () = &mut waited => Some(None),
+            });
+            loop {
+                // A block of its own: the listener is dropped before the connect, so a
+                // connection back meanwhile wakes a request still waiting, not this one.
+                let next = {
+                    // Listening before looking again, so a connection back in between is not
+                    // missed.
+                    let mut returned = pin!(self.returned.notified());
+                    returned.as_mut().enable();
+                    if let Some(idle) = self.ready_idle().await {
+                        return Ok(idle);
+                    }
+                    tokio::select! {
+                        biased;
+                        () = &mut returned => None,
+                        // Never closed: a turn always comes.
+                        turn = &mut turn => Some(turn.ok()),
+                        () = &mut waited => Some(None),
+                    }
+                };
+                if let Some(turn) = next {
+                    break turn;
                 }
-            };
-            if let Some(turn) = next {
-                break turn;
             }
         };
         let opened = self.connect().await;
