@@ -28,11 +28,9 @@
 //! target off this machine at most [`WAIT_FOR_A_TURN`], after which it connects anyway. Its
 //! latencies count the wait, as they count a connect. (A pool's warm-up, a target without
 //! keep-alive, and a request sent again on a new connection because its kept one had closed
-//! connect without a turn.) Without the limit every request of a burst opened its own
-//! connection: on the project's 2-core machine at 40,000 req/s a stall of the VM of some
-//! milliseconds made a burst whose connects (and the server's accepts) cost more than the
-//! requests, so answers slowed, more connections were opened, and the in-flight bound filled
-//! (hundreds to thousands of requests dropped in most runs); measured in docs/load-engine.md.
+//! connect without a turn.) Without the limit, at 40,000 req/s a burst after a stall of the VM
+//! opened a connection per request, whose connects cost more than the requests, until the
+//! in-flight bound was full (docs/load-engine.md).
 
 use std::collections::VecDeque;
 use std::error::Error as StdError;
@@ -64,20 +62,16 @@ type Sender = SendRequest<Empty<Bytes>>;
 /// to instances (`targets::loopback_client`) keep theirs no longer.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
-/// Connections being opened to one pool at once; see the module's header. Measured at 40,000
-/// req/s, three runs each (the most dropped in a run, the median p99 from the schedule):
-/// unlimited 2,822 and 3.7 ms, 16 at once 398 and 4.6 ms, 8 637 and 2.9 ms, 4 8 and 0.8 ms
-/// (1,713 and 0.44 ms in a second set), 2 none and 0.45 ms.
+/// Connections being opened to one pool at once; see the module's header, and the limits
+/// measured against each other in docs/load-engine.md.
 pub(crate) const MAX_CONNECTING: usize = 2;
 
 /// How long a request to a target off this machine waits for a turn to connect (or a
-/// connection back) before it connects anyway, beside the others (tokio's timer: 1–2 ms).
-/// There a connect takes a round trip, and two at a time would grow a pool by two a round trip
-/// (a hundred a second at 20 ms), queueing requests behind them through a latency fault that
-/// needs hundreds more; the wait bounds what the limit adds to a request's latency. On
-/// loopback, where the generator and the target share the CPU that connects cost, a request
-/// waits for its turn however long: with this 1 ms wait there too, the benchmark at 40,000
-/// req/s dropped 1,425–1,981 requests in the worst of three runs, in each of three sets.
+/// connection back) before it connects anyway, beside the others (tokio's timer: 1–2 ms): there
+/// a connect takes a round trip, and two at a time would queue requests through a latency fault
+/// that needs hundreds more. On loopback, where connects cost the CPU the generator and the
+/// target share, it waits however long: this wait there too brought back the drops at 40,000
+/// req/s (docs/load-engine.md).
 const WAIT_FOR_A_TURN: Duration = Duration::from_millis(1);
 
 /// The most a request to `addr` waits for a turn to connect before it connects anyway:
@@ -279,8 +273,7 @@ impl Pool {
                 // A block of its own: the listener is dropped before the connect, so a
                 // connection back meanwhile wakes a request still waiting, not this one.
                 let next = {
-                    // Listening before looking again, so a connection back in between is not
-                    // missed.
+                    // Listening first: a connection back in between is not missed.
                     let mut returned = pin!(self.returned.notified());
                     returned.as_mut().enable();
                     if let Some(idle) = self.ready_idle().await {
