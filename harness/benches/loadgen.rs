@@ -588,10 +588,9 @@ fn cpu_us(who: UsageWho) -> f64 {
 }
 
 fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    procfs::process::Process::myself()
+        .and_then(|me| me.status())
+        .ok()
+        .and_then(|status| status.vmrss)
         .unwrap_or(0)
 }

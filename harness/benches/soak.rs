@@ -200,28 +200,19 @@ struct Reading {
 }
 
 fn reading(pid: u32) -> Option<Reading> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let rss_kib = kib_field(&status, "VmRSS:")?;
-    let fds = fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64;
-    let huge_kib = fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
-        .ok()
-        .and_then(|rollup| kib_field(&rollup, "AnonHugePages:"));
+    let process = procfs::process::Process::new(i32::try_from(pid).ok()?).ok()?;
+    let rss_kib = process.status().ok()?.vmrss?;
+    let fds = process.fd_count().ok()? as u64;
+    // smaps_rollup is one map: the whole address space's totals, in bytes.
+    let huge_kib = process.smaps_rollup().ok().and_then(|rollup| {
+        let total = rollup.memory_map_rollup.0.first()?;
+        Some(*total.extension.map.get("AnonHugePages")? / 1024)
+    });
     Some(Reading {
         rss_kib,
         fds,
         huge_kib,
     })
-}
-
-/// The value of a `/proc` line such as `VmRSS:   7264 kB`, in KiB.
-fn kib_field(text: &str, field: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(field))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// The readings by process: the harness first, then the instances in pid order.
