@@ -21,6 +21,7 @@ pub(crate) mod shipped;
 pub(crate) mod stub;
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use failmode::metrics::Counts;
@@ -151,12 +152,27 @@ pub(crate) async fn until_trusted<T>(
     unreachable!("the loop returns at its last attempt")
 }
 
+/// Where every test's runs again are listed as well: `cargo test` shows stderr only for a
+/// failing test, and a pass that needed a second attempt says something about the machine
+/// that `just test` prints at its end.
+const RUN_AGAIN_LOG: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/run-again.log");
+
 fn say_running_again(attempt: usize, what: &str, untrusted: &[String]) {
-    eprintln!(
+    let line = format!(
         "attempt {attempt} of {ATTEMPTS_FOR_A_TRUSTED_RUN} at {what}: not trusted ({}); running \
          it again",
         untrusted.join("; ")
     );
+    eprintln!("{line}");
+    // One write of one line in append mode: the lines of tests running at once do not mix.
+    let logged = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(RUN_AGAIN_LOG)
+        .and_then(|mut log| log.write_all(format!("{line}\n").as_bytes()));
+    if let Err(e) = logged {
+        eprintln!("{RUN_AGAIN_LOG}: {e}");
+    }
 }
 
 /// The command [`run_fixture`] runs, for a test that starts it and watches it while it goes.
