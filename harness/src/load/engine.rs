@@ -182,16 +182,16 @@ pub async fn try_run(
                     .build()
                     .map_err(LoadError::Start)
                     .and_then(|runtime| {
-                        let rates = streams.iter().map(|&i| rates[i]).collect();
+                        let rates: Vec<f64> = streams.iter().map(|&i| rates[i]).collect();
                         let load = Load::new(prepared, &plan, &streams, start, recorder, shared)
-                            .sender(k, senders, rates, sharing);
+                            .sender(k, senders, rates.iter().sum());
                         // Leaving block_on stops every task; dropping the runtime drops what
                         // is left (the abandoned requests), each recording its sample, before
                         // the caller hears the result.
                         let summary = runtime.block_on(async {
                             tokio::select! {
                                 biased;
-                                summary = load.drive(stop) => summary,
+                                summary = load.drive(stop, &rates, &sharing) => summary,
                                 never = keep_a_timer_pending(timer_period) => match never {},
                             }
                         });
@@ -244,10 +244,6 @@ struct Shared {
 struct Load {
     prepared: Arc<Prepared>,
     streams: Vec<Stream>,
-    /// Per stream: what this sender sends of it, requests a second.
-    rates: Vec<f64>,
-    /// Per target: how many senders send to it (and share its bound).
-    sharing: Vec<usize>,
     in_flight: Vec<(Arc<Semaphore>, DropCause)>,
     /// Per target.
     keep_alive: Vec<bool>,
@@ -297,8 +293,6 @@ impl Load {
                 .collect(),
             prepared,
             streams,
-            rates: Vec::new(),
-            sharing: Vec::new(),
             quantum: PACING_QUANTUM,
             sender: (0, 1),
             in_flight: shared.in_flight,
@@ -318,22 +312,20 @@ impl Load {
         }
     }
 
-    /// Sender `k` of `senders`, sending `rates` of its streams (requests a second, its share),
-    /// each target sent to by `sharing` senders: its pacing quantum follows its own total,
-    /// since the wake-ups are its thread's.
-    fn sender(mut self, k: usize, senders: usize, rates: Vec<f64>, sharing: Vec<usize>) -> Self {
+    /// Sender `k` of `senders`, sending `rate_per_s` in all: its pacing quantum follows its own
+    /// total, since the wake-ups are its thread's.
+    fn sender(mut self, k: usize, senders: usize, rate_per_s: f64) -> Self {
         self.sender = (k, senders);
-        self.quantum = pacing_quantum(rates.iter().sum());
-        self.rates = rates;
-        self.sharing = sharing;
+        self.quantum = pacing_quantum(rate_per_s);
         self
     }
 
     /// Opens, before the start, the connections this sender's first moments would open at
-    /// once ([`warm`]).
-    async fn warm_up(&mut self) {
+    /// once ([`warm`]): its streams' `rates` (what it sends of each, requests a second), each
+    /// target sent to by `sharing` senders, which share its bound.
+    async fn warm_up(&mut self, rates: &[f64], sharing: &[usize]) {
         let mut demands = Vec::new();
-        for (stream, &rate_per_s) in self.streams.iter().zip(&self.rates) {
+        for (stream, &rate_per_s) in self.streams.iter().zip(rates) {
             if self.keep_alive[stream.target] {
                 let members = Arc::clone(self.targets[stream.target].current());
                 demands.push((members, stream, rate_per_s));
@@ -349,7 +341,7 @@ impl Load {
                 // Nothing is in flight before the start: the whole bound is free, for the
                 // senders to the target to share.
                 budget: self.in_flight[stream.target].0.available_permits()
-                    / self.sharing[stream.target],
+                    / sharing[stream.target],
             }
         }));
         warm::open(&pools, self.start).await;
@@ -365,13 +357,19 @@ impl Load {
         }
     }
 
-    async fn drive(mut self, cancel: CancellationToken) -> Result<LoadSummary, LoadError> {
+    /// Warms up ([`Self::warm_up`]'s `rates` and `sharing`), then sends until the end.
+    async fn drive(
+        mut self,
+        cancel: CancellationToken,
+        rates: &[f64],
+        sharing: &[usize],
+    ) -> Result<LoadSummary, LoadError> {
         let pacer = Pacer::new().map_err(LoadError::Timer)?;
         self.cancel = cancel.clone();
         tokio::select! {
             biased;
             () = cancel.cancelled() => {}
-            () = self.warm_up() => {}
+            () = self.warm_up(rates, sharing) => {}
         }
         let mut cancelled = pin!(cancel.cancelled());
         let mut due: BinaryHeap<Reverse<(Duration, usize)>> = BinaryHeap::new();
