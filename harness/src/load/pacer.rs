@@ -8,8 +8,8 @@
 //! from that thread to a runtime worker would cost a second wake-up per request. Instead, on
 //! Linux, the deadline is armed on a `timerfd`, a kernel high-resolution timer without timer
 //! slack, and awaited through tokio's reactor like any socket: the load thread wakes once, at
-//! the deadline, and sends from where it woke. Same machine: woke 42 µs
-//! late at p50 and 59 µs at p99 (gap 200 µs), about the kernel's own wake-up latency.
+//! the deadline, and sends from where it woke. Same machine: woke 42 µs late at p50 and 59 µs
+//! at p99 (gap 200 µs), about the kernel's own wake-up latency.
 //!
 //! Elsewhere (no `timerfd`) it falls back to tokio's timer and its millisecond lateness.
 //!
