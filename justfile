@@ -75,11 +75,10 @@ build:
 # Toxiproxy). The harness's end-to-end tests run the release reference and the scripted oracle
 # target (targets/oracle), built first. Then the container tests where a Docker daemon answers
 # (scripts/docker-tests.sh says when they're skipped).
-# Runs a test ran again because the machine fell behind are listed at the end.
+# After `cargo test` it lists the runs a test repeated because the machine fell behind.
 test: setup lint build
     cargo build --release --quiet -p failmode-oracle
-    rm -f "${CARGO_TARGET_DIR:-target}/tmp/run-again.log"
-    status=0; cargo test --workspace || status=$?; log="${CARGO_TARGET_DIR:-target}/tmp/run-again.log"; if [ -s "$log" ]; then echo "Runs the tests ran again, as the machine fell behind (tests/support/mod.rs):"; cat "$log"; fi; exit $status
+    log=$(mktemp); status=0; FAILMODE_RUN_AGAIN_LOG="$log" cargo test --workspace || status=$?; if [ -s "$log" ]; then echo "Runs repeated because the machine fell behind (harness/tests/support/mod.rs):"; cat "$log"; fi; rm -f "$log"; exit $status
     scripts/docker-tests.sh
 
 # The slow tier, which CI runs after `test`: docs/your-limiter.md's walkthrough end to end, then

@@ -152,10 +152,10 @@ pub(crate) async fn until_trusted<T>(
     unreachable!("the loop returns at its last attempt")
 }
 
-/// Where every test's runs again are listed as well: `cargo test` shows stderr only for a
-/// failing test, and a pass that needed a second attempt says something about the machine
-/// that `just test` prints at its end.
-const RUN_AGAIN_LOG: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/run-again.log");
+/// The file every repeated run is also logged to, if set (`just test` sets it and prints the
+/// file after `cargo test`): `cargo test` shows stderr only for a failing test, and a pass that
+/// needed a second attempt says something about the machine.
+const RUN_AGAIN_LOG: &str = "FAILMODE_RUN_AGAIN_LOG";
 
 fn say_running_again(attempt: usize, what: &str, untrusted: &[String]) {
     let line = format!(
@@ -164,14 +164,17 @@ fn say_running_again(attempt: usize, what: &str, untrusted: &[String]) {
         untrusted.join("; ")
     );
     eprintln!("{line}");
+    let Some(path) = std::env::var_os(RUN_AGAIN_LOG) else {
+        return;
+    };
     // One write of one line in append mode: the lines of tests running at once do not mix.
     let logged = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(RUN_AGAIN_LOG)
+        .open(&path)
         .and_then(|mut log| log.write_all(format!("{line}\n").as_bytes()));
     if let Err(e) = logged {
-        eprintln!("{RUN_AGAIN_LOG}: {e}");
+        eprintln!("{}: {e}", path.display());
     }
 }
 
