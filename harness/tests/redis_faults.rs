@@ -315,29 +315,22 @@ async fn readonly_swaps_roles_with_the_partner_attached_when_the_timeline_starts
         faults: vec![Fault::Readonly {}],
     };
     w.player.start_partners(&[phase]);
-    // The partner online as the target's replica: the event the fault then starts from.
-    let mut c = conn(w.addr, 0).await;
+    // The partner attached and handed to the player: the event the fault then starts from.
     let started = Instant::now();
-    let attached_port = loop {
+    let attached = loop {
+        if let Some(partner) = w.player.partner_ready(0) {
+            break partner;
+        }
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "no partner attached within 10 s"
         );
-        let info: String = query(&mut c, &["INFO", "replication"]).await;
-        if let Some(port) = info
-            .lines()
-            .find(|l| l.starts_with("slave0:") && l.contains("state=online"))
-            .and_then(|l| l.split("port=").nth(1))
-            .and_then(|rest| rest.split(',').next())
-        {
-            break port.parse::<u16>().unwrap();
-        }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     let partner = demoted_and_promoted_back(&w).await;
     assert_eq!(
         partner.port(),
-        attached_port,
+        attached.port(),
         "the fault used the partner attached ahead"
     );
 }

@@ -138,6 +138,15 @@ impl Player {
         }
     }
 
+    /// The address of the partner started ahead for proxy `slot`'s `readonly`, once it is
+    /// attached and waiting for the fault to take it: the event a test of that hand-over awaits
+    /// (the replica is online on the primary a little before its starter records it).
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn partner_ready(&self, slot: usize) -> Option<SocketAddr> {
+        let slots = self.partners.lock().unwrap_or_else(|e| e.into_inner());
+        slots.get(slot)?.as_ref().map(|(partner, _)| partner.addr())
+    }
+
     /// Each target's instances, in the same order, for the faults in its topology.
     pub fn with_fleets(mut self, fleets: Vec<Option<Arc<Fleet>>>) -> Self {
         self.fleets = fleets;
