@@ -18,14 +18,20 @@
 //!   requests to a runtime worker would wake two threads per due instant instead of one, and
 //!   no scheduler shared with the harness (fault timeline, progress display) can hold a send
 //!   back.
-//! - At most one wake-up per [`PACING_QUANTUM`] (100 µs; [`WIDE_PACING_QUANTUM`], 250 µs, for
-//!   a sender above 10,000 req/s of its own): requests falling due within it leave
-//!   together at its end. At 20,000 req/s this halved the CPU per request (38.5 → 18.8 µs) for
-//!   a send-lag p99 of 0.13 → 0.16 ms; below 10,000 req/s it rarely merges anything. The lag
-//!   stays under the quantum plus the kernel's wake-up latency (~50 µs here). 250 µs brought
-//!   20,000 req/s to 11 µs per request (below oha's 14.5 µs) at a lag p99 of 0.31 ms: worth it
-//!   only where the 0.2 ms lag goal (set at 5,000 req/s) does not apply. (Measured with one
-//!   sender on a quiet day of the VM; later days' runs are in docs/bench-loadgen.md.)
+//! - Wake-ups a [`PACING_QUANTUM`] apart at least (150 µs; [`WIDE_PACING_QUANTUM`], 250 µs,
+//!   for a sender above 10,000 req/s of its own): requests falling due within it leave
+//!   together at its end. The quantum counts from the deadline of the wake-up before, not from
+//!   when it came, so the wake-up after next is known before the next one comes
+//!   ([`Due::first_after`]) and the [`Pacer`] arms it while the next is still pending, which
+//!   costs a virtual machine far less. Side by side on the project's VM (2026-12-05, one run
+//!   each), against one timer armed on waking and a 100 µs quantum counted from the wake-up:
+//!   CPU a request 29.6 → 22.0 µs at 5,000 req/s, 24.4 → 18.2 at 10,000, 11.3 → 10.2 at
+//!   20,000 and 9.3 → 9.0 at 40,000; the send-lag p99 0.11 → 0.14 ms at 5,000, 0.12 → 0.15 at
+//!   10,000 and 0.42 → 0.26 at 40,000. At 100 µs counted from the deadline, 10,000 req/s
+//!   woke once a request (its uniform arrivals are 100 µs apart) and cost 21.9 µs. Earlier,
+//!   with one timer: the quantum halved the CPU per request at 20,000 req/s (38.5 → 18.8 µs)
+//!   for a send-lag p99 of 0.13 → 0.16 ms, and 250 µs brought it to 11 µs at a lag p99 of 0.31
+//!   ms: worth it only where the 0.2 ms lag goal (set at 5,000 req/s) does not apply.
 //!
 //! Bounds: at most `max_in_flight_per_target` requests in flight per target, or the target's
 //! `max_connections` if lower (a semaphore the senders share); one due beyond it is dropped
@@ -46,8 +52,6 @@
 //! adaptive-throttling tenant's refusals are decided on its sender thread, from a per-stream
 //! history and random stream.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,6 +65,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::attempts::{Attempts, Retrying};
+use super::due::{Due, Scheduled};
 use super::error::LoadError;
 use super::in_flight::{InFlight, Settled};
 use super::members::Followed;
@@ -71,9 +76,9 @@ use super::stream::Stream;
 use super::warm;
 use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Sample};
 
-/// The dispatcher wakes at most once per quantum; requests falling due within it leave
-/// together at its end.
-const PACING_QUANTUM: Duration = Duration::from_micros(100);
+/// The dispatcher's wake-ups are a quantum apart at least, counted from deadline to
+/// deadline; requests falling due within it leave together at its end.
+const PACING_QUANTUM: Duration = Duration::from_micros(150);
 
 /// Above this rate of one sender wake-ups, not HTTP, dominate its CPU: the quantum widens to
 /// [`WIDE_PACING_QUANTUM`], trading send lag (p99 ~0.3 ms) for CPU (below oha's at 20,000/s).
@@ -348,8 +353,8 @@ impl Load {
     }
 
     /// Tells the recorder how far this sender has dispatched, when that reached a new second.
-    fn report_progress(&self, due: &BinaryHeap<Reverse<(Duration, usize)>>, reported: &mut u64) {
-        let until = due.peek().map_or(Duration::MAX, |&Reverse((next, _))| next);
+    fn report_progress(&self, next: Option<Duration>, reported: &mut u64) {
+        let until = next.unwrap_or(Duration::MAX);
         if until.as_secs() > *reported {
             *reported = until.as_secs();
             let (k, senders) = self.sender;
@@ -364,7 +369,7 @@ impl Load {
         rates: &[f64],
         sharing: &[usize],
     ) -> Result<LoadSummary, LoadError> {
-        let pacer = Pacer::new().map_err(LoadError::Timer)?;
+        let mut pacer = Pacer::new().map_err(LoadError::Timer)?;
         self.cancel = cancel.clone();
         tokio::select! {
             biased;
@@ -372,31 +377,40 @@ impl Load {
             () = self.warm_up(rates, sharing) => {}
         }
         let mut cancelled = pin!(cancel.cancelled());
-        let mut due: BinaryHeap<Reverse<(Duration, usize)>> = BinaryHeap::new();
-        for (i, stream) in self.streams.iter_mut().enumerate() {
-            if let Some(first) = stream.schedule.next() {
-                due.push(Reverse((first, i)));
-            }
-        }
+        let mut due = Due::new(&mut self.streams[..]);
 
         let mut was_cancelled = false;
         let mut next_wake = self.start;
         let mut reported = 0;
-        while let Some(&Reverse((next, _))) = due.peek() {
+        while let Some(next) = due.peek() {
             let next_at = (self.start + next).max(next_wake);
-            if Instant::now() < next_at {
+            // The instant this pass is for: the wake-up's deadline, so the next one is known
+            // before this one comes (see `then`); now, if the dispatcher is behind.
+            let tick = if Instant::now() < next_at {
+                // The wake-up after this one, unless this one comes so late that it sends that
+                // one's arrivals too: armed now, it costs less (`Pacer`).
+                let then = due
+                    .first_after(
+                        next_at - self.start,
+                        MAX_DUE_PER_PASS,
+                        &mut self.streams[..],
+                    )
+                    .map(|after| (self.start + after).max(next_at + self.quantum));
                 tokio::select! {
                     biased;
                     () = &mut cancelled => {
                         was_cancelled = true;
                         break;
                     }
-                    slept = pacer.sleep_until(next_at) => slept.map_err(LoadError::Timer)?,
+                    slept = pacer.sleep_until(next_at, then) => slept.map_err(LoadError::Timer)?,
                 }
+                next_at
             } else if cancel.is_cancelled() {
                 was_cancelled = true;
                 break;
-            }
+            } else {
+                Instant::now()
+            };
             let now = Instant::now();
             if now >= self.end + SEND_AFTER_END {
                 // What is still due was not sent in time: the run ends on time regardless.
@@ -407,30 +421,22 @@ impl Load {
             if next + MAX_LATE < elapsed {
                 self.drop_backlog(&mut due, elapsed - MAX_LATE);
             }
-            next_wake = now + self.quantum;
+            next_wake = tick + self.quantum;
             let mut dispatched = 0;
             while dispatched < MAX_DUE_PER_PASS
                 && !cancel.is_cancelled()
-                && let Some(&Reverse((offset, i))) = due.peek()
-                && self.start + offset <= now
+                && let Some(arrival) = due.pop_due(elapsed, &mut self.streams[..])
             {
-                due.pop();
-                self.dispatch(i, offset);
+                self.dispatch(arrival);
                 dispatched += 1;
-                if let Some(after) = self.streams[i].schedule.next() {
-                    due.push(Reverse((after, i)));
-                }
             }
-            self.report_progress(&due, &mut reported);
+            self.report_progress(due.peek(), &mut reported);
             if dispatched == MAX_DUE_PER_PASS {
                 // A burst larger than a pass: the rest is due already, so no quantum's sleep.
                 next_wake = now;
             }
             // Behind schedule the loop would never await: let the requests just spawned go.
-            if due
-                .peek()
-                .is_some_and(|&Reverse((o, _))| self.start + o <= Instant::now())
-            {
+            if due.peek().is_some_and(|o| self.start + o <= Instant::now()) {
                 tokio::task::yield_now().await;
             }
         }
@@ -440,7 +446,7 @@ impl Load {
                 Some(Instant::now().saturating_duration_since(self.start));
         }
         // Nothing more leaves this sender (a cancelled run's rest is counted, not recorded).
-        self.report_progress(&BinaryHeap::new(), &mut reported);
+        self.report_progress(None, &mut reported);
         self.tasks.close();
         let grace = CANCEL_GRACE.min(self.request_timeout);
         if was_cancelled {
@@ -462,10 +468,11 @@ impl Load {
             // Counted without visiting them: exact for uniform arrivals, a draw of the same
             // distribution for Poisson ones (`Schedule::skip_until`); never sent either way.
             let all = self.end - self.start;
-            let left: u64 = due
-                .into_iter()
-                .map(|Reverse((_, i))| 1 + self.streams[i].schedule.skip_until(all))
-                .sum();
+            let (taken, heads) = due.into_parts();
+            let left: u64 = taken as u64
+                + heads
+                    .map(|head| 1 + self.streams[head.stream].schedule.skip_until(all))
+                    .sum::<u64>();
             self.summary.cancelled = left;
             self.summary.scheduled += left;
         }
@@ -473,35 +480,31 @@ impl Load {
     }
 
     /// Drops every arrival due before `until` (an offset) in bulk, counted and recorded per
-    /// stream and second without visiting them: the heap's entries before `until`, and the
-    /// arrivals their streams would have produced up to it.
-    fn drop_backlog(&mut self, due: &mut BinaryHeap<Reverse<(Duration, usize)>>, until: Duration) {
-        let cause = DropCause::Backlog;
-        while let Some(&Reverse((first, i))) = due.peek()
-            && first < until
-        {
-            due.pop();
-            let stream = &mut self.streams[i];
-            let mut from = first;
+    /// stream and second without visiting them: those taken ahead, the heads' entries before
+    /// `until`, and the arrivals their streams would have produced up to it.
+    fn drop_backlog(&mut self, due: &mut Due, until: Duration) {
+        while let Some(taken) = due.pop_taken_before(until) {
+            self.dropped_in_backlog(taken.stream, taken.offset, 1);
+        }
+        while let Some(first) = due.pop_head_before(until) {
+            let i = first.stream;
+            let mut from = first.offset;
             // Second by second, so each second (and each phase, to within one) is charged
             // with its own drops.
             loop {
                 let second_end = Duration::from_secs(from.as_secs() + 1).min(until);
-                let n = 1 + stream.schedule.skip_until(second_end);
-                stream.skipped(n);
-                self.summary.scheduled += n;
-                self.summary.dropped += n;
-                self.summary.dropped_by_cause.count(cause, n);
-                let sample = Sample::unsent(
-                    (stream.target, stream.tenant, 0),
-                    from,
-                    Outcome::Dropped(cause),
-                );
-                self.recorder.record_repeated(&sample, n);
-                match stream.schedule.next() {
+                let n = 1 + self.streams[i].schedule.skip_until(second_end);
+                self.dropped_in_backlog(i, from, n);
+                let schedule = &mut self.streams[i].schedule;
+                match schedule.next() {
                     Some(next) if next < until => from = next,
                     Some(next) => {
-                        due.push(Reverse((next, i)));
+                        let index = schedule.last_index();
+                        due.push(Scheduled {
+                            offset: next,
+                            stream: i,
+                            index,
+                        });
                         break;
                     }
                     None => break,
@@ -510,12 +513,29 @@ impl Load {
         }
     }
 
-    fn dispatch(&mut self, stream: usize, offset: Duration) {
+    /// `n` arrivals of `stream` from `from` on, dropped for the backlog.
+    fn dropped_in_backlog(&mut self, stream: usize, from: Duration, n: u64) {
+        let cause = DropCause::Backlog;
         let stream = &mut self.streams[stream];
+        stream.skipped(n);
+        self.summary.scheduled += n;
+        self.summary.dropped += n;
+        self.summary.dropped_by_cause.count(cause, n);
+        let sample = Sample::unsent(
+            (stream.target, stream.tenant, 0),
+            from,
+            Outcome::Dropped(cause),
+        );
+        self.recorder.record_repeated(&sample, n);
+    }
+
+    fn dispatch(&mut self, arrival: Scheduled) {
+        let offset = arrival.offset;
+        let stream = &mut self.streams[arrival.stream];
         let (target, tenant) = (stream.target, stream.tenant);
         let members = Arc::clone(self.targets[target].current());
         let instance = stream.pick_instance(&members.in_rotation);
-        let key = stream.key();
+        let key = stream.key(arrival.index);
         self.summary.scheduled += 1;
         let unsent = |outcome| Sample::unsent((target, tenant, instance), offset, outcome);
         if let Some(throttle) = &stream.throttle {

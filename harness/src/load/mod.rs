@@ -11,8 +11,11 @@
 //! - [`shard`]: how many sender threads, and which streams each sends ([`Senders`]).
 //! - `connections`: how a target's requests use connections: a cap, keep-alive and a cap on
 //!   idle ones ([`Connections`], [`KeepAlive`]).
-//! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`), and
-//!   keeping tokio's own timer from waking the sender for each request's timeout.
+//! - `due`: a sender's arrivals in due order, merged from its schedules, and the first due
+//!   after its next wake-up.
+//! - `pacer`: waking at a scheduled instant to tens of microseconds (Linux `timerfd`), the
+//!   wake-up after next armed ahead, and keeping tokio's own timer from waking the sender for
+//!   each request's timeout.
 //! - `warm`: the connections a sender opens before its start, where a cold pool would cost
 //!   its first moments.
 //! - `exchange`: one HTTP exchange on a pooled keep-alive connection (or a connection of its
@@ -34,6 +37,7 @@ mod attempts;
 pub mod capacity;
 pub mod client;
 mod connections;
+mod due;
 mod engine;
 mod error;
 mod exchange;

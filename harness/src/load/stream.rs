@@ -82,10 +82,9 @@ impl Stream {
         }
     }
 
-    /// The caller key of the arrival the schedule last produced (0 for a tenant of one key).
-    pub(super) fn key(&mut self) -> usize {
-        let arrival = self.schedule.last_index();
-        self.keys.as_mut().map_or(0, |d| d.key_of(arrival))
+    /// The caller key of its arrival `index` (in the whole schedule; 0 for a tenant of one key).
+    pub(super) fn key(&mut self, index: u64) -> usize {
+        self.keys.as_mut().map_or(0, |d| d.key_of(index))
     }
 
     /// `n` of its arrivals were dropped unsent: the round-robin goes on where sending each
