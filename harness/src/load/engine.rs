@@ -85,12 +85,26 @@ const PACING_QUANTUM: Duration = Duration::from_micros(150);
 const WIDE_PACING_ABOVE_PER_S: f64 = 10_000.0;
 const WIDE_PACING_QUANTUM: Duration = Duration::from_micros(250);
 
-/// The pacing quantum for one sender's total rate: the wake-ups are its thread's.
-fn pacing_quantum(rate_per_s: f64) -> Duration {
-    if rate_per_s > WIDE_PACING_ABOVE_PER_S {
-        WIDE_PACING_QUANTUM
-    } else {
-        PACING_QUANTUM
+/// How one sender spaces its wake-ups, for its total rate (the wake-ups are its thread's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pacing {
+    /// A quantum apart at least counted from deadline to deadline, so that the wake-up after
+    /// next is known before the next one comes and armed ahead on the [`Pacer`]'s second
+    /// timer.
+    ArmedAhead(Duration),
+    /// A quantum apart at least counted from each wake-up, one timer armed on waking. Above
+    /// [`WIDE_PACING_ABOVE_PER_S`]: there arming ahead saved 0.5 µs of 9 a request and sent
+    /// late and dropped in far more runs (the module's header).
+    OnWaking(Duration),
+}
+
+impl Pacing {
+    fn for_rate(rate_per_s: f64) -> Self {
+        if rate_per_s > WIDE_PACING_ABOVE_PER_S {
+            Self::OnWaking(WIDE_PACING_QUANTUM)
+        } else {
+            Self::ArmedAhead(PACING_QUANTUM)
+        }
     }
 }
 
@@ -261,7 +275,7 @@ struct Load {
     settled: Arc<Settled>,
     /// No retry starts once this fires.
     cancel: CancellationToken,
-    quantum: Duration,
+    pacing: Pacing,
     /// Which sender this is, of how many: it tells the recorder how far it has dispatched.
     sender: (usize, usize),
     request_timeout: Duration,
@@ -298,7 +312,7 @@ impl Load {
                 .collect(),
             prepared,
             streams,
-            quantum: PACING_QUANTUM,
+            pacing: Pacing::for_rate(0.0),
             sender: (0, 1),
             in_flight: shared.in_flight,
             keep_alive: plan
@@ -321,7 +335,7 @@ impl Load {
     /// total, since the wake-ups are its thread's.
     fn sender(mut self, k: usize, senders: usize, rate_per_s: f64) -> Self {
         self.sender = (k, senders);
-        self.quantum = pacing_quantum(rate_per_s);
+        self.pacing = Pacing::for_rate(rate_per_s);
         self
     }
 
@@ -389,13 +403,16 @@ impl Load {
             let tick = if Instant::now() < next_at {
                 // The wake-up after this one, unless this one comes so late that it sends that
                 // one's arrivals too: armed now, it costs less (`Pacer`).
-                let then = due
-                    .first_after(
-                        next_at - self.start,
-                        MAX_DUE_PER_PASS,
-                        &mut self.streams[..],
-                    )
-                    .map(|after| (self.start + after).max(next_at + self.quantum));
+                let then = match self.pacing {
+                    Pacing::ArmedAhead(quantum) => due
+                        .first_after(
+                            next_at - self.start,
+                            MAX_DUE_PER_PASS,
+                            &mut self.streams[..],
+                        )
+                        .map(|after| (self.start + after).max(next_at + quantum)),
+                    Pacing::OnWaking(_) => None,
+                };
                 tokio::select! {
                     biased;
                     () = &mut cancelled => {
@@ -421,7 +438,10 @@ impl Load {
             if next + MAX_LATE < elapsed {
                 self.drop_backlog(&mut due, elapsed - MAX_LATE);
             }
-            next_wake = tick + self.quantum;
+            next_wake = match self.pacing {
+                Pacing::ArmedAhead(quantum) => tick + quantum,
+                Pacing::OnWaking(quantum) => now + quantum,
+            };
             let mut dispatched = 0;
             while dispatched < MAX_DUE_PER_PASS
                 && !cancel.is_cancelled()
