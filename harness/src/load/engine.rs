@@ -18,20 +18,20 @@
 //!   requests to a runtime worker would wake two threads per due instant instead of one, and
 //!   no scheduler shared with the harness (fault timeline, progress display) can hold a send
 //!   back.
-//! - Wake-ups a [`PACING_QUANTUM`] apart at least (150 µs; [`WIDE_PACING_QUANTUM`], 250 µs,
-//!   for a sender above 10,000 req/s of its own): requests falling due within it leave
-//!   together at its end. The quantum counts from the deadline of the wake-up before, not from
-//!   when it came, so the wake-up after next is known before the next one comes
-//!   ([`Due::first_after`]) and the [`Pacer`] arms it while the next is still pending, which
-//!   costs a virtual machine far less. Side by side on the project's VM (2026-12-05, one run
-//!   each), against one timer armed on waking and a 100 µs quantum counted from the wake-up:
-//!   CPU a request 29.6 → 22.0 µs at 5,000 req/s, 24.4 → 18.2 at 10,000, 11.3 → 10.2 at
-//!   20,000 and 9.3 → 9.0 at 40,000; the send-lag p99 0.11 → 0.14 ms at 5,000, 0.12 → 0.15 at
-//!   10,000 and 0.42 → 0.26 at 40,000. At 100 µs counted from the deadline, 10,000 req/s
-//!   woke once a request (its uniform arrivals are 100 µs apart) and cost 21.9 µs. Earlier,
-//!   with one timer: the quantum halved the CPU per request at 20,000 req/s (38.5 → 18.8 µs)
-//!   for a send-lag p99 of 0.13 → 0.16 ms, and 250 µs brought it to 11 µs at a lag p99 of 0.31
-//!   ms: worth it only where the 0.2 ms lag goal (set at 5,000 req/s) does not apply.
+//! - Wake-ups a pacing quantum apart at least ([`Pacing`]; 150 µs): requests falling due
+//!   within it leave together at its end. The quantum counts from the deadline of the wake-up
+//!   before, not from when it came, so the wake-up after next is known before the next one
+//!   comes ([`Due::first_after`]) and the [`Pacer`] arms it while the next is still pending,
+//!   which costs a virtual machine far less. Side by side on the project's VM (2026-12-05),
+//!   against one timer armed on waking and a 100 µs quantum counted from the wake-up: CPU a
+//!   request 29.6 → 22.0 µs at 5,000 req/s and 24.4 → 18.2 at 10,000, the send-lag p99 0.11 →
+//!   0.14 ms and 0.12 → 0.15 ms (docs/load-engine.md has the variants tried).
+//! - Above 10,000 req/s of its own a sender paces as it did before: 250 µs counted from each
+//!   wake-up, one timer armed on waking. The quantum halved the CPU per request at 20,000
+//!   req/s (38.5 → 18.8 µs at 100 µs, for a send-lag p99 of 0.13 → 0.16 ms), and 250 µs brought
+//!   it to 11 µs at a lag p99 of 0.31 ms: worth it only where the 0.2 ms lag goal (set at
+//!   5,000 req/s) does not apply. Two timers there saved 1 µs a request at 20,000, but at
+//!   40,000 sent late and dropped in 3 of 7 runs, interleaved with 0 of 7 for this pacing.
 //!
 //! Bounds: at most `max_in_flight_per_target` requests in flight per target, or the target's
 //! `max_connections` if lower (a semaphore the senders share); one due beyond it is dropped
@@ -69,44 +69,12 @@ use super::due::{Due, Scheduled};
 use super::error::LoadError;
 use super::in_flight::{InFlight, Settled};
 use super::members::Followed;
-use super::pacer::{Pacer, keep_a_timer_pending};
+use super::pacer::{Pacer, Pacing, keep_a_timer_pending};
 use super::prepared::Prepared;
 use super::shard;
 use super::stream::Stream;
 use super::warm;
 use super::{DropCause, LoadPlan, LoadSummary, Outcome, Recorder, Role, Sample};
-
-/// The dispatcher's wake-ups are a quantum apart at least, counted from deadline to
-/// deadline; requests falling due within it leave together at its end.
-const PACING_QUANTUM: Duration = Duration::from_micros(150);
-
-/// Above this rate of one sender wake-ups, not HTTP, dominate its CPU: the quantum widens to
-/// [`WIDE_PACING_QUANTUM`], trading send lag (p99 ~0.3 ms) for CPU (below oha's at 20,000/s).
-const WIDE_PACING_ABOVE_PER_S: f64 = 10_000.0;
-const WIDE_PACING_QUANTUM: Duration = Duration::from_micros(250);
-
-/// How one sender spaces its wake-ups, for its total rate (the wake-ups are its thread's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pacing {
-    /// A quantum apart at least counted from deadline to deadline, so that the wake-up after
-    /// next is known before the next one comes and armed ahead on the [`Pacer`]'s second
-    /// timer.
-    ArmedAhead(Duration),
-    /// A quantum apart at least counted from each wake-up, one timer armed on waking. Above
-    /// [`WIDE_PACING_ABOVE_PER_S`]: there arming ahead saved 0.5 µs of 9 a request and sent
-    /// late and dropped in far more runs (the module's header).
-    OnWaking(Duration),
-}
-
-impl Pacing {
-    fn for_rate(rate_per_s: f64) -> Self {
-        if rate_per_s > WIDE_PACING_ABOVE_PER_S {
-            Self::OnWaking(WIDE_PACING_QUANTUM)
-        } else {
-            Self::ArmedAhead(PACING_QUANTUM)
-        }
-    }
-}
 
 /// Due arrivals dispatched in one pass before the dispatcher looks at the clock and at
 /// cancellation again: however far behind, a Ctrl-C stops the sending within one pass
