@@ -2,10 +2,10 @@
 //! ones before it (and then takes a kept-alive connection, or waits for one: [`super::exchange`]).
 //!
 //! Each sender is an OS thread running a current-thread tokio runtime that owns its part of
-//! the generator: the dispatcher (a binary heap holding the next due offset of each of its
-//! target × tenant schedules), its connection pools, and one task per request in flight. The
-//! dispatcher sleeps on the [`Pacer`] until the earliest due offset, spawns everything due,
-//! and sleeps again; a request task sends, drains the answer and hands a [`Sample`] to the
+//! the generator: the dispatcher (its target × tenant schedules merged in due order, [`Due`]),
+//! its connection pools, and one task per request in flight. The dispatcher sleeps on the
+//! [`Pacer`] until the earliest due arrival (or a quantum after its last wake-up, if later),
+//! spawns everything due, and sleeps again; a request task sends, drains the answer and hands a [`Sample`] to the
 //! recorder. One sender runs every schedule up to 40,000 req/s; above, the schedules are split
 //! over one sender per core ([`super::shard`]). The senders share only the in-flight bound of
 //! each target (a semaphore) and the recorder. Before the start each sender opens the
@@ -24,8 +24,9 @@
 //!   comes ([`Due::first_after`]) and the [`Pacer`] arms it while the next is still pending,
 //!   which costs a virtual machine far less. Side by side on the project's VM (2026-12-05),
 //!   against one timer armed on waking and a 100 µs quantum counted from the wake-up: CPU a
-//!   request 29.6 → 22.0 µs at 5,000 req/s and 24.4 → 18.2 at 10,000, the send-lag p99 0.11 →
-//!   0.14 ms and 0.12 → 0.15 ms (docs/load-engine.md has the variants tried).
+//!   request 29.6–29.7 → 22.0–22.9 µs at 5,000 req/s and 24.3–24.5 → 18.0–18.4 at 10,000,
+//!   the send-lag p99 0.11 → 0.14 ms and 0.12 → 0.15 ms (two runs each; docs/load-engine.md
+//!   has the variants tried).
 //! - Above 10,000 req/s of its own a sender paces as it did before: 250 µs counted from each
 //!   wake-up, one timer armed on waking. The quantum halved the CPU per request at 20,000
 //!   req/s (38.5 → 18.8 µs at 100 µs, for a send-lag p99 of 0.13 → 0.16 ms), and 250 µs brought
@@ -65,7 +66,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::attempts::{Attempts, Retrying};
-use super::due::{Due, Scheduled};
+use super::due::{Due, Scheduled, Schedules};
 use super::error::LoadError;
 use super::in_flight::{InFlight, Settled};
 use super::members::Followed;
@@ -366,9 +367,7 @@ impl Load {
         let mut reported = 0;
         while let Some(next) = due.peek() {
             let next_at = (self.start + next).max(next_wake);
-            // The instant this pass is for: the wake-up's deadline, so the next one is known
-            // before this one comes (see `then`); now, if the dispatcher is behind.
-            let tick = if Instant::now() < next_at {
+            let slept = if Instant::now() < next_at {
                 // The wake-up after this one, unless this one comes so late that it sends that
                 // one's arrivals too: armed now, it costs less (`Pacer`).
                 let then = match self.pacing {
@@ -389,14 +388,17 @@ impl Load {
                     }
                     slept = pacer.sleep_until(next_at, then) => slept.map_err(LoadError::Timer)?,
                 }
-                next_at
+                true
             } else if cancel.is_cancelled() {
                 was_cancelled = true;
                 break;
             } else {
-                Instant::now()
+                false
             };
             let now = Instant::now();
+            // The instant this pass is for: the wake-up's deadline, so the next one is known
+            // before this one comes (see `then`); now, if the dispatcher is behind.
+            let tick = if slept { next_at } else { now };
             if now >= self.end + SEND_AFTER_END {
                 // What is still due was not sent in time: the run ends on time regardless.
                 self.drop_backlog(&mut due, self.end - self.start);
@@ -435,6 +437,8 @@ impl Load {
         }
         // Nothing more leaves this sender (a cancelled run's rest is counted, not recorded).
         self.report_progress(None, &mut reported);
+        // Nothing more to wake for: a timer armed ahead would wake the thread in the grace.
+        drop(pacer);
         self.tasks.close();
         let grace = CANCEL_GRACE.min(self.request_timeout);
         if was_cancelled {
@@ -483,16 +487,10 @@ impl Load {
                 let second_end = Duration::from_secs(from.as_secs() + 1).min(until);
                 let n = 1 + self.streams[i].schedule.skip_until(second_end);
                 self.dropped_in_backlog(i, from, n);
-                let schedule = &mut self.streams[i].schedule;
-                match schedule.next() {
-                    Some(next) if next < until => from = next,
+                match self.streams[..].next_of(i) {
+                    Some(next) if next.offset < until => from = next.offset,
                     Some(next) => {
-                        let index = schedule.last_index();
-                        due.push(Scheduled {
-                            offset: next,
-                            stream: i,
-                            index,
-                        });
+                        due.push(next);
                         break;
                     }
                     None => break,
