@@ -2,14 +2,15 @@
 //! ones before it (and then takes a kept-alive connection, or waits for one: [`super::exchange`]).
 //!
 //! Each sender is an OS thread running a current-thread tokio runtime that owns its part of
-//! the generator: the dispatcher (its target × tenant schedules merged in due order, [`Due`]),
-//! its connection pools, and one task per request in flight. The dispatcher sleeps on the
-//! [`Pacer`] until the earliest due arrival (or a quantum after its last wake-up, if later),
-//! spawns everything due, and sleeps again; a request task sends, drains the answer and hands a [`Sample`] to the
-//! recorder. One sender runs every schedule up to 40,000 req/s; above, the schedules are split
-//! over one sender per core ([`super::shard`]). The senders share only the in-flight bound of
-//! each target (a semaphore) and the recorder. Before the start each sender opens the
-//! kept-alive connections its first moments would need at once ([`super::warm`]).
+//! the generator: the dispatcher (its target × tenant schedules merged in due order,
+//! [`Due`]), its connection pools, and one task per request in flight. The dispatcher
+//! sleeps on the [`Pacer`] until the earliest due arrival (or a quantum after its last
+//! wake-up, if later), spawns everything due, and sleeps again; a request task sends,
+//! drains the answer and hands a [`Sample`] to the recorder. One sender runs every schedule
+//! up to 40,000 req/s; above, the schedules are split over one sender per core
+//! ([`super::shard`]). The senders share only the in-flight bound of each target (a
+//! semaphore) and the recorder. Before the start each sender opens the kept-alive
+//! connections its first moments would need at once ([`super::warm`]).
 //!
 //! What the design answers to: on the project's 2-core virtual machine a thread going to sleep
 //! and waking costs 10–25 µs of CPU, more than the HTTP exchange itself, so the client's CPU
