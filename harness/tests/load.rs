@@ -429,8 +429,8 @@ async fn an_absurd_rate_stops_sending_within_100_ms_of_a_cancel_and_counts_the_r
         stopped < cancelled_after + Duration::from_millis(100),
         "stopped sending at {stopped:?}, cancelled at {cancelled_after:?}"
     );
-    // Three hundred million arrivals in all, nearly all counted as cancelled without being visited
-    // (one by one would take minutes): done within the 250 ms grace and the wind-up.
+    // Three hundred million arrivals in all, nearly all counted as cancelled without being
+    // visited (one by one would take minutes): done within the 250 ms grace and the wind-up.
     assert!(
         cancelled_at.elapsed() < Duration::from_secs(2),
         "{:?}",
