@@ -11,8 +11,8 @@
 //! the deadline, and sends from where it woke. Same machine: woke 42 µs late at p50 and 59 µs
 //! at p99 (gap 200 µs), about the kernel's own wake-up latency. Two timers take turns, so that
 //! each wake-up is armed before the one ahead of it fires ([`Pacer`]), and each is armed early
-//! by about the wake-ups' recent lateness, the rest spun ([`Lateness`]): at 100 req/s in the
-//! benchmark the send lag's p50 went from 47 µs to 10–13.
+//! by about the wake-ups' recent lateness, the rest spun (`Lateness`): at 100 req/s in the
+//! benchmark the send lag's p50 went from 46–48 µs to 17–25 (medians of three runs).
 //!
 //! How far apart a sender's wake-ups are, and whether the one after next is armed ahead, follow
 //! its rate ([`Pacing`]).
@@ -74,12 +74,19 @@ pub(crate) struct Pacer {
     timers: [tokio::io::unix::AsyncFd<linux::Timer>; 2],
     /// What each timer is armed for, if it is.
     #[cfg(target_os = "linux")]
-    armed: [Option<Instant>; 2],
-    /// When each armed timer fires: [`Lateness::early`] before what it is armed for.
-    #[cfg(target_os = "linux")]
-    fires: [Instant; 2],
+    armed: [Option<Armed>; 2],
     #[cfg(target_os = "linux")]
     lateness: Lateness,
+}
+
+/// One timer's arming.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Armed {
+    deadline: Instant,
+    /// When it fires, [`Lateness::early`] before the deadline; None if that had passed when
+    /// it was armed, so it fires at once and its wake-up tells nothing of the latency.
+    fires: Option<Instant>,
 }
 
 impl Pacer {
@@ -98,14 +105,14 @@ impl Pacer {
             #[cfg(target_os = "linux")]
             armed: [None; 2],
             #[cfg(target_os = "linux")]
-            fires: [Instant::now(); 2],
-            #[cfg(target_os = "linux")]
             lateness: Lateness::default(),
         })
     }
 
     /// Returns at `deadline` or just after, never before. `then`, if known, is the deadline
-    /// of the next sleep: armed now, it costs that sleep less.
+    /// of the next sleep: armed now, it costs that sleep less. The timers are armed up to
+    /// [`MAX_EARLY`] before their deadlines, and a wake-up that comes early spins the rest,
+    /// holding the thread's other tasks that long.
     pub(crate) async fn sleep_until(
         &mut self,
         deadline: Instant,
@@ -116,14 +123,14 @@ impl Pacer {
             if Instant::now() >= deadline {
                 return Ok(());
             }
-            let this = match self.armed.iter().position(|&a| a == Some(deadline)) {
+            let this = match self.deadlines().iter().position(|&a| a == Some(deadline)) {
                 Some(armed_ahead) => armed_ahead,
                 None => {
                     // The costly arm: nothing earlier is pending. A timer armed for neither
                     // deadline would wake the thread for nothing: that one is moved.
-                    let stale = self.armed.iter().position(|&a| a.is_some() && a != then);
-                    let this =
-                        stale.unwrap_or(usize::from(then.is_some() && self.armed[0] == then));
+                    let armed = self.deadlines();
+                    let stale = armed.iter().position(|&a| a.is_some() && a != then);
+                    let this = stale.unwrap_or(usize::from(then.is_some() && armed[0] == then));
                     self.arm(this, deadline)?;
                     this
                 }
@@ -131,7 +138,7 @@ impl Pacer {
             let other = 1 - this;
             match then {
                 Some(then) if then > deadline => {
-                    if self.armed[other] != Some(then) {
+                    if self.deadlines()[other] != Some(then) {
                         self.arm(other, then)?;
                     }
                 }
@@ -153,16 +160,22 @@ impl Pacer {
                     // armed again and fires. Left set, the readiness would cost the next
                     // sleep a read that can only say WouldBlock.
                     ready.clear_ready();
-                    self.armed[this] = None;
+                    let fired = self.armed[this].take().and_then(|armed| armed.fires);
                     read?;
-                    let woke = Instant::now();
-                    self.lateness
-                        .record(woke.saturating_duration_since(self.fires[this]));
-                    // Armed early by the least lateness of the recent wake-ups, a wake-up
-                    // rarely comes before its deadline, and then by little. The rest is spun:
-                    // a sleep that short would itself end tens of microseconds late.
-                    while Instant::now() < deadline {
-                        std::hint::spin_loop();
+                    if let Some(fires) = fired {
+                        self.lateness
+                            .record(Instant::now().saturating_duration_since(fires));
+                    }
+                    if Instant::now() < deadline {
+                        // Armed early by the least lateness of the recent wake-ups, a wake-up
+                        // rarely comes before its deadline, and then by little (or it is one
+                        // armed ahead, found fired after a late pass). The requests that pass
+                        // spawned go first; the rest is spun, since a sleep that short would
+                        // itself end tens of microseconds late.
+                        tokio::task::yield_now().await;
+                        while Instant::now() < deadline {
+                            std::hint::spin_loop();
+                        }
                     }
                     return Ok(());
                 }
@@ -177,16 +190,30 @@ impl Pacer {
     }
 
     #[cfg(target_os = "linux")]
-    fn arm(&mut self, timer: usize, at: Instant) -> io::Result<()> {
-        let fires = at.checked_sub(self.lateness.early()).unwrap_or(at);
+    fn arm(&mut self, timer: usize, deadline: Instant) -> io::Result<()> {
+        let fires = deadline
+            .checked_sub(self.lateness.early())
+            .unwrap_or(deadline);
+        let now = Instant::now();
         self.timers[timer]
             .get_ref()
-            .arm(fires.saturating_duration_since(Instant::now()))?;
-        self.armed[timer] = Some(at);
-        self.fires[timer] = fires;
+            .arm(fires.saturating_duration_since(now))?;
+        self.armed[timer] = Some(Armed {
+            deadline,
+            fires: (fires > now).then_some(fires),
+        });
         Ok(())
     }
+
+    #[cfg(target_os = "linux")]
+    fn deadlines(&self) -> [Option<Instant>; 2] {
+        self.armed.map(|armed| armed.map(|a| a.deadline))
+    }
 }
+
+// A timer armed early stays behind the one before it: the wake-ups are a quantum apart.
+#[cfg(target_os = "linux")]
+const _: () = assert!(MAX_EARLY.as_nanos() < PACING_QUANTUM.as_nanos());
 
 /// How late the pacer's recent wake-ups came after their timers fired, so that a timer can be
 /// armed that much before its deadline.
@@ -194,9 +221,10 @@ impl Pacer {
 /// A sleeping thread wakes tens of microseconds after its timer (the kernel's and, on a
 /// virtual machine, the hypervisor's wake-up latency): on the project's 2-core VM 42 µs at
 /// p50 and 59 µs at p99. At a low rate, where each request has a wake-up of its own, that is
-/// most of the send lag. The earliest of the last [`LATENESS_WINDOW`] wake-ups is taken, so
-/// that few come before their deadline (those spin the difference); while the thread is busy
-/// and its wake-ups come at once, that is near zero and nothing is armed early.
+/// most of the send lag. The least lateness of the last [`LATENESS_WINDOW`] wake-ups is
+/// taken, so that few come before their deadline (those spin the difference). A timer that
+/// fires while the thread is busy is seen as soon as the thread is free: at high rates the
+/// least of the window comes near zero, and little is armed early.
 #[cfg(target_os = "linux")]
 #[derive(Debug, Default)]
 struct Lateness {
@@ -221,12 +249,7 @@ impl Lateness {
 
     /// Zero until the window has filled.
     fn early(&self) -> Duration {
-        self.recent
-            .iter()
-            .min()
-            .copied()
-            .unwrap_or_default()
-            .min(MAX_EARLY)
+        self.recent.iter().copied().fold(MAX_EARLY, Duration::min)
     }
 }
 
@@ -285,6 +308,15 @@ mod linux {
             self.0.unset().map_err(io::Error::from)
         }
 
+        /// How long until it fires, if it is armed.
+        #[cfg(test)]
+        pub(super) fn remaining(&self) -> Option<Duration> {
+            match self.0.get() {
+                Ok(Some(Expiration::OneShot(left))) => Some(left.into()),
+                _ => None,
+            }
+        }
+
         /// Reads the expiry count; WouldBlock if the timer has not fired.
         pub(super) fn consume(&self) -> io::Result<()> {
             self.0.wait().map_err(io::Error::from)
@@ -318,15 +350,15 @@ mod tests {
         let t0 = Instant::now();
         let (d1, d2, d3) = (t0 + STEP, t0 + 2 * STEP, t0 + 3 * STEP);
         sleep(&mut pacer, d1, Some(d2)).await;
-        assert_eq!(pacer.armed, [None, Some(d2)]);
+        assert_eq!(pacer.deadlines(), [None, Some(d2)]);
         sleep(&mut pacer, d2, Some(d3)).await;
         assert_eq!(
-            pacer.armed,
+            pacer.deadlines(),
             [Some(d3), None],
             "d2 taken from where it was armed"
         );
         sleep(&mut pacer, d3, None).await;
-        assert_eq!(pacer.armed, [None, None]);
+        assert_eq!(pacer.deadlines(), [None, None]);
     }
 
     #[tokio::test]
@@ -336,10 +368,10 @@ mod tests {
         // Guessed 2 steps, came at 4: the guess is moved, not left to wake the thread at 2.
         sleep(&mut pacer, t0 + STEP, Some(t0 + 2 * STEP)).await;
         sleep(&mut pacer, t0 + 4 * STEP, Some(t0 + 7 * STEP)).await;
-        assert_eq!(pacer.armed, [Some(t0 + 7 * STEP), None]);
+        assert_eq!(pacer.deadlines(), [Some(t0 + 7 * STEP), None]);
         // Guessed 7, came at 6, nothing after it: the guess is moved to 6.
         sleep(&mut pacer, t0 + 6 * STEP, None).await;
-        assert_eq!(pacer.armed, [None, None]);
+        assert_eq!(pacer.deadlines(), [None, None]);
     }
 
     #[tokio::test]
@@ -350,9 +382,13 @@ mod tests {
         // Cancelled before its deadline, as a run's cancel does: both stay armed.
         let cancelled = tokio::time::timeout(STEP, pacer.sleep_until(d, Some(then))).await;
         assert!(cancelled.is_err());
-        assert_eq!(pacer.armed, [Some(d), Some(then)]);
+        assert_eq!(pacer.deadlines(), [Some(d), Some(then)]);
         sleep(&mut pacer, then, None).await;
-        assert_eq!(pacer.armed, [None, None], "the one for 3 steps disarmed");
+        assert_eq!(
+            pacer.deadlines(),
+            [None, None],
+            "the one for 3 steps disarmed"
+        );
     }
 
     #[tokio::test]
@@ -365,7 +401,7 @@ mod tests {
         tokio::time::sleep(3 * STEP).await;
         sleep(&mut pacer, t0 + 6 * STEP, None).await;
         sleep(&mut pacer, Instant::now() + STEP, None).await;
-        assert_eq!(pacer.armed, [None, None]);
+        assert_eq!(pacer.deadlines(), [None, None]);
     }
 
     #[test]
@@ -393,18 +429,46 @@ mod tests {
         assert_eq!(lateness.early(), MAX_EARLY, "30 µs has left the window");
     }
 
-    #[tokio::test]
-    async fn a_timer_armed_early_by_the_margin_still_ends_the_sleep_at_its_deadline() {
-        let mut pacer = Pacer::new().unwrap();
+    /// A pacer that has learnt the widest margin.
+    fn armed_early_by_the_most() -> io::Result<Pacer> {
+        let mut pacer = Pacer::new()?;
         for _ in 0..LATENESS_WINDOW {
             pacer.lateness.record(MAX_EARLY);
         }
-        let t0 = Instant::now();
-        let (d1, d2) = (t0 + STEP, t0 + 2 * STEP);
+        Ok(pacer)
+    }
+
+    #[tokio::test]
+    async fn a_timer_and_the_one_armed_ahead_fire_the_margin_before_their_deadlines() {
+        let mut pacer = armed_early_by_the_most().unwrap();
+        let deadline = Instant::now() + STEP;
+        pacer.arm(0, deadline).unwrap();
+        let before = Instant::now();
+        let left = pacer.timers[0].get_ref().remaining().unwrap();
+        assert!(
+            left + MAX_EARLY / 2 <= deadline - before,
+            "fires in {left:?}, the deadline is {:?} away",
+            deadline - before
+        );
+        // The sleep after next, armed ahead, is armed early too.
+        let (d1, d2) = (Instant::now() + STEP, Instant::now() + 2 * STEP);
         sleep(&mut pacer, d1, Some(d2)).await;
-        assert_eq!(pacer.armed, [None, Some(d2)]);
-        assert_eq!(pacer.fires[1], d2 - MAX_EARLY, "the next armed early too");
-        sleep(&mut pacer, d2, None).await;
+        assert_eq!(pacer.deadlines(), [None, Some(d2)]);
+        assert_eq!(pacer.armed[1].and_then(|a| a.fires), Some(d2 - MAX_EARLY));
+    }
+
+    #[tokio::test]
+    async fn a_wake_up_that_comes_before_its_deadline_spins_until_it() {
+        let mut pacer = armed_early_by_the_most().unwrap();
+        // Nearer than the margin: the timer fires at once, and only the spin holds the sleep
+        // to its deadline.
+        let deadline = Instant::now() + MAX_EARLY;
+        sleep(&mut pacer, deadline, None).await;
+        assert_eq!(
+            pacer.lateness.early(),
+            MAX_EARLY,
+            "a timer fired at once taught nothing"
+        );
     }
 
     #[tokio::test]
@@ -413,7 +477,7 @@ mod tests {
         let past = Instant::now();
         sleep(&mut pacer, past, Some(past + STEP)).await;
         assert_eq!(
-            pacer.armed,
+            pacer.deadlines(),
             [None, None],
             "nothing armed for a sleep not taken"
         );
