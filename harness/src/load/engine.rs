@@ -353,7 +353,7 @@ impl Load {
         rates: &[f64],
         sharing: &[usize],
     ) -> Result<LoadSummary, LoadError> {
-        let mut pacer = Pacer::new().map_err(LoadError::Timer)?;
+        let mut pacer = Pacer::new(self.pacing).map_err(LoadError::Timer)?;
         self.cancel = cancel.clone();
         tokio::select! {
             biased;

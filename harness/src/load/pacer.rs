@@ -10,9 +10,10 @@
 //! slack, and awaited through tokio's reactor like any socket: the load thread wakes once, at
 //! the deadline, and sends from where it woke. Same machine: woke 42 µs late at p50 and 59 µs
 //! at p99 (gap 200 µs), about the kernel's own wake-up latency. Two timers take turns, so that
-//! each wake-up is armed before the one ahead of it fires ([`Pacer`]), and each is armed early
-//! by about the wake-ups' recent lateness, the rest spun (`Lateness`): at 100 req/s in the
-//! benchmark the send lag's p50 went from 46–48 µs to 17–25 (medians of three runs).
+//! each wake-up is armed before the one ahead of it fires ([`Pacer`]). Up to 10,000 req/s of
+//! a sender each is also armed early by about the wake-ups' recent lateness, the rest spun
+//! (`Lateness`): at 100 req/s in the benchmark the send lag's p50 went from 46–48 µs to 17–25
+//! (medians of three runs), at 5,000 from 0.051–0.052 ms to 0.034.
 //!
 //! How far apart a sender's wake-ups are, and whether the one after next is armed ahead, follow
 //! its rate ([`Pacing`]).
@@ -75,8 +76,9 @@ pub(crate) struct Pacer {
     /// What each timer is armed for, if it is.
     #[cfg(target_os = "linux")]
     armed: [Option<Armed>; 2],
+    /// None where the timers are armed at their deadlines.
     #[cfg(target_os = "linux")]
-    lateness: Lateness,
+    lateness: Option<Lateness>,
 }
 
 /// One timer's arming.
@@ -90,8 +92,11 @@ struct Armed {
 }
 
 impl Pacer {
-    /// Needs a tokio runtime with I/O enabled.
-    pub(crate) fn new() -> io::Result<Self> {
+    /// Needs a tokio runtime with I/O enabled. Armed early ([`MAX_EARLY`]) for
+    /// [`Pacing::ArmedAhead`] only: with [`Pacing::OnWaking`]'s wide quantum the send lag is
+    /// mostly the quantum's, and arming early cost 20,000 req/s 2–5 % more CPU a request
+    /// (11.8–12.2 µs against 11.6, three runs each) for 12 µs off the lag's p50 of 0.146 ms.
+    pub(crate) fn new(pacing: Pacing) -> io::Result<Self> {
         #[cfg(target_os = "linux")]
         // `AsyncFd::new` is deprecated because it is unsound for a type whose `as_raw_fd` could
         // return a closed or different descriptor while registered; its replacement,
@@ -105,7 +110,7 @@ impl Pacer {
             #[cfg(target_os = "linux")]
             armed: [None; 2],
             #[cfg(target_os = "linux")]
-            lateness: Lateness::default(),
+            lateness: matches!(pacing, Pacing::ArmedAhead(_)).then(Lateness::default),
         })
     }
 
@@ -162,9 +167,8 @@ impl Pacer {
                     ready.clear_ready();
                     let fired = self.armed[this].take().and_then(|armed| armed.fires);
                     read?;
-                    if let Some(fires) = fired {
-                        self.lateness
-                            .record(Instant::now().saturating_duration_since(fires));
+                    if let (Some(fires), Some(lateness)) = (fired, &mut self.lateness) {
+                        lateness.record(Instant::now().saturating_duration_since(fires));
                     }
                     if Instant::now() < deadline {
                         // Armed early by the least lateness of the recent wake-ups, a wake-up
@@ -191,9 +195,11 @@ impl Pacer {
 
     #[cfg(target_os = "linux")]
     fn arm(&mut self, timer: usize, deadline: Instant) -> io::Result<()> {
-        let fires = deadline
-            .checked_sub(self.lateness.early())
-            .unwrap_or(deadline);
+        let early = self
+            .lateness
+            .as_ref()
+            .map_or(Duration::ZERO, Lateness::early);
+        let fires = deadline.checked_sub(early).unwrap_or(deadline);
         let now = Instant::now();
         self.timers[timer]
             .get_ref()
@@ -346,7 +352,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_next_deadline_is_armed_ahead_on_the_other_timer_and_taken_from_there() {
-        let mut pacer = Pacer::new().unwrap();
+        let mut pacer = Pacer::new(Pacing::ArmedAhead(PACING_QUANTUM)).unwrap();
         let t0 = Instant::now();
         let (d1, d2, d3) = (t0 + STEP, t0 + 2 * STEP, t0 + 3 * STEP);
         sleep(&mut pacer, d1, Some(d2)).await;
@@ -363,7 +369,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_wrong_guess_is_moved_to_the_deadline_that_came_instead() {
-        let mut pacer = Pacer::new().unwrap();
+        let mut pacer = Pacer::new(Pacing::ArmedAhead(PACING_QUANTUM)).unwrap();
         let t0 = Instant::now();
         // Guessed 2 steps, came at 4: the guess is moved, not left to wake the thread at 2.
         sleep(&mut pacer, t0 + STEP, Some(t0 + 2 * STEP)).await;
@@ -376,7 +382,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_timer_armed_for_neither_deadline_is_disarmed() {
-        let mut pacer = Pacer::new().unwrap();
+        let mut pacer = Pacer::new(Pacing::ArmedAhead(PACING_QUANTUM)).unwrap();
         let t0 = Instant::now();
         let (d, then) = (t0 + 3 * STEP, t0 + 4 * STEP);
         // Cancelled before its deadline, as a run's cancel does: both stay armed.
@@ -393,7 +399,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_guess_that_fired_unawaited_does_not_end_the_next_sleep() {
-        let mut pacer = Pacer::new().unwrap();
+        let mut pacer = Pacer::new(Pacing::ArmedAhead(PACING_QUANTUM)).unwrap();
         let t0 = Instant::now();
         sleep(&mut pacer, t0 + STEP, Some(t0 + 2 * STEP)).await;
         // The dispatcher did not sleep for the guess: it fired with nobody waiting on it, and
@@ -431,9 +437,11 @@ mod tests {
 
     /// A pacer that has learnt the widest margin.
     fn armed_early_by_the_most() -> io::Result<Pacer> {
-        let mut pacer = Pacer::new()?;
+        let mut pacer = Pacer::new(Pacing::ArmedAhead(PACING_QUANTUM))?;
         for _ in 0..LATENESS_WINDOW {
-            pacer.lateness.record(MAX_EARLY);
+            if let Some(lateness) = &mut pacer.lateness {
+                lateness.record(MAX_EARLY);
+            }
         }
         Ok(pacer)
     }
@@ -464,16 +472,25 @@ mod tests {
         // to its deadline.
         let deadline = Instant::now() + MAX_EARLY;
         sleep(&mut pacer, deadline, None).await;
+        let margin = pacer.lateness.as_ref().map(Lateness::early);
         assert_eq!(
-            pacer.lateness.early(),
-            MAX_EARLY,
+            margin,
+            Some(MAX_EARLY),
             "a timer fired at once taught nothing"
         );
     }
 
     #[tokio::test]
+    async fn a_pacer_on_waking_arms_its_timer_at_the_deadline() {
+        let mut pacer = Pacer::new(Pacing::OnWaking(WIDE_PACING_QUANTUM)).unwrap();
+        let deadline = Instant::now() + STEP;
+        pacer.arm(0, deadline).unwrap();
+        assert_eq!(pacer.armed[0].and_then(|a| a.fires), Some(deadline));
+    }
+
+    #[tokio::test]
     async fn a_deadline_already_past_returns_at_once() {
-        let mut pacer = Pacer::new().unwrap();
+        let mut pacer = Pacer::new(Pacing::ArmedAhead(PACING_QUANTUM)).unwrap();
         let past = Instant::now();
         sleep(&mut pacer, past, Some(past + STEP)).await;
         assert_eq!(
