@@ -14,8 +14,9 @@
 //! - `due`: a sender's arrivals in due order, merged from its schedules, and the first due
 //!   after its next wake-up.
 //! - `pacer`: how far apart a sender's wake-ups are, waking then to tens of microseconds
-//!   (Linux `timerfd`, the wake-up after next armed ahead), and keeping tokio's own timer from
-//!   waking the sender for each request's timeout.
+//!   (Linux `timerfd`, the wake-up after next armed ahead, each armed early by the recent
+//!   wake-ups' lateness), and keeping tokio's own timer from waking the sender for each
+//!   request's timeout.
 //! - `warm`: the connections a sender opens before its start, where a cold pool would cost
 //!   its first moments.
 //! - `exchange`: one HTTP exchange on a pooled keep-alive connection (or a connection of its

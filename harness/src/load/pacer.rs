@@ -10,10 +10,10 @@
 //! slack, and awaited through tokio's reactor like any socket: the load thread wakes once, at
 //! the deadline, and sends from where it woke. Same machine: woke 42 µs late at p50 and 59 µs
 //! at p99 (gap 200 µs), about the kernel's own wake-up latency. Two timers take turns, so that
-//! each wake-up is armed before the one ahead of it fires ([`Pacer`]). Up to 10,000 req/s of
-//! a sender each is also armed early by about the wake-ups' recent lateness, the rest spun
-//! (`Lateness`): at 100 req/s in the benchmark the send lag's p50 went from 46–48 µs to 17–25
-//! (medians of three runs), at 5,000 from 0.051–0.052 ms to 0.034.
+//! each wake-up is armed before the one ahead of it fires ([`Pacer`]). A sender of up to
+//! 10,000 req/s also arms each timer early, by the least lateness of its recent wake-ups, and
+//! spins the rest (`Lateness`): in the benchmark the send lag's p50 at 100 req/s went from 46
+//! µs to 17–25 (medians of three runs, twice), and at 5,000 from 51–52 µs to 34 (single runs).
 //!
 //! How far apart a sender's wake-ups are, and whether the one after next is armed ahead, follow
 //! its rate ([`Pacing`]).
@@ -83,7 +83,7 @@ pub(crate) struct Pacer {
 
 /// One timer's arming.
 #[cfg(target_os = "linux")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 struct Armed {
     deadline: Instant,
     /// When it fires, [`Lateness::early`] before the deadline; None if that had passed when
@@ -97,6 +97,8 @@ impl Pacer {
     /// mostly the quantum's, and arming early cost 20,000 req/s 2–5 % more CPU a request
     /// (11.8–12.2 µs against 11.6, three runs each) for 12 µs off the lag's p50 of 0.146 ms.
     pub(crate) fn new(pacing: Pacing) -> io::Result<Self> {
+        #[cfg(not(target_os = "linux"))]
+        let _ = pacing;
         #[cfg(target_os = "linux")]
         // `AsyncFd::new` is deprecated because it is unsound for a type whose `as_raw_fd` could
         // return a closed or different descriptor while registered; its replacement,
@@ -167,15 +169,16 @@ impl Pacer {
                     ready.clear_ready();
                     let fired = self.armed[this].take().and_then(|armed| armed.fires);
                     read?;
+                    let woke = Instant::now();
                     if let (Some(fires), Some(lateness)) = (fired, &mut self.lateness) {
-                        lateness.record(Instant::now().saturating_duration_since(fires));
+                        lateness.record(woke.saturating_duration_since(fires));
                     }
-                    if Instant::now() < deadline {
+                    if woke < deadline {
                         // Armed early by the least lateness of the recent wake-ups, a wake-up
                         // rarely comes before its deadline, and then by little (or it is one
-                        // armed ahead, found fired after a late pass). The requests that pass
-                        // spawned go first; the rest is spun, since a sleep that short would
-                        // itself end tens of microseconds late.
+                        // armed ahead, found fired after a late pass). The requests the
+                        // dispatcher just spawned go first; the rest is spun, since a sleep
+                        // that short would itself end tens of microseconds late.
                         tokio::task::yield_now().await;
                         while Instant::now() < deadline {
                             std::hint::spin_loop();
@@ -225,8 +228,8 @@ const _: () = assert!(MAX_EARLY.as_nanos() < PACING_QUANTUM.as_nanos());
 /// armed that much before its deadline.
 ///
 /// A sleeping thread wakes tens of microseconds after its timer (the kernel's and, on a
-/// virtual machine, the hypervisor's wake-up latency): on the project's 2-core VM 42 µs at
-/// p50 and 59 µs at p99. At a low rate, where each request has a wake-up of its own, that is
+/// virtual machine, the hypervisor's wake-up latency; the module's header has this VM's
+/// figures). At a low rate, where each request has a wake-up of its own, that is
 /// most of the send lag. The least lateness of the last [`LATENESS_WINDOW`] wake-ups is
 /// taken, so that few come before their deadline (those spin the difference). A timer that
 /// fires while the thread is busy is seen as soon as the thread is free: at high rates the
@@ -450,11 +453,12 @@ mod tests {
     async fn a_timer_and_the_one_armed_ahead_fire_the_margin_before_their_deadlines() {
         let mut pacer = armed_early_by_the_most().unwrap();
         let deadline = Instant::now() + STEP;
-        pacer.arm(0, deadline).unwrap();
         let before = Instant::now();
+        pacer.arm(0, deadline).unwrap();
         let left = pacer.timers[0].get_ref().remaining().unwrap();
+        // Armed relative to a clock read after `before`, read again after it was armed.
         assert!(
-            left + MAX_EARLY / 2 <= deadline - before,
+            left + MAX_EARLY <= deadline - before + Duration::from_micros(1),
             "fires in {left:?}, the deadline is {:?} away",
             deadline - before
         );
@@ -481,11 +485,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_pacer_on_waking_arms_its_timer_at_the_deadline() {
-        let mut pacer = Pacer::new(Pacing::OnWaking(WIDE_PACING_QUANTUM)).unwrap();
+    async fn a_wake_up_teaches_a_pacer_armed_ahead_its_lateness_and_one_on_waking_nothing() {
+        let mut ahead = Pacer::new(Pacing::ArmedAhead(PACING_QUANTUM)).unwrap();
+        sleep(&mut ahead, Instant::now() + STEP, None).await;
+        assert_eq!(ahead.lateness.as_ref().map(|l| l.next), Some(1));
+        let mut on_waking = Pacer::new(Pacing::OnWaking(WIDE_PACING_QUANTUM)).unwrap();
         let deadline = Instant::now() + STEP;
-        pacer.arm(0, deadline).unwrap();
-        assert_eq!(pacer.armed[0].and_then(|a| a.fires), Some(deadline));
+        sleep(&mut on_waking, deadline, None).await;
+        assert!(on_waking.lateness.is_none(), "armed at its deadlines");
     }
 
     #[tokio::test]
