@@ -402,6 +402,13 @@ pub async fn attach_partner(
             .any(|(k, s)| k.starts_with("slave") && s.contains(&port) && s.contains("state=online"))
     })
     .await?;
+    // And loaded on the partner's: the primary counts it online once the file is sent, while
+    // the partner may still be writing it to its temporary file. Until it has renamed it, the
+    // link is down: taken as out of sync then, it would be stopped mid-transfer, its file left.
+    until_replication(partner, "the partner's first sync loaded", |i| {
+        is(i, "master_link_status", "up") && is(i, "master_sync_in_progress", "0")
+    })
+    .await?;
     Ok(Attached { sync_to_socket })
 }
 

@@ -22,6 +22,28 @@ pub(super) fn sync_files(name: &str, dir: &std::path::Path) -> [std::path::PathB
     .map(|f| dir.join(f))
 }
 
+/// Deletes the files a replica's sync was writing when it was cut off: Redis receives the
+/// sync into `temp-<unixtime>.<pid>.rdb` and renames it to its RDB file ([`sync_files`]) only
+/// once it has it all. A partner stopped, or a demoted primary promoted, mid-transfer leaves
+/// it behind (Redis's own clean-up of an aborted one unlinks it in a background thread), and it
+/// holds the limiter's counts. Only those of `pids`, servers no longer syncing: the run's other
+/// servers share the folder.
+fn remove_cut_off_syncs(dir: &std::path::Path, pids: &[u32]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("temp-")?.strip_suffix(".rdb"))
+            .and_then(|stamp_pid| stamp_pid.rsplit_once('.')?.1.parse::<u32>().ok());
+        if pid.is_some_and(|pid| pids.contains(&pid)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// The fault's `type`, to begin its report with.
 fn label(fault: &Fault) -> &'static str {
     match fault {
@@ -128,8 +150,10 @@ impl Step<'_> {
                     }
                     // Attached before something replaced the history it holds: a fresh one.
                     Some((mut stale, _)) => {
+                        let stale_pid = stale.pid();
                         let _ = stale.stop().await;
                         let _ = std::fs::remove_file(&files[1]);
+                        remove_cut_off_syncs(&dir, &[stale_pid]);
                         None
                     }
                     None => None,
@@ -213,9 +237,14 @@ impl Step<'_> {
             Undo::Partner(partner) => {
                 let (mut partner, demoted, file) = *partner;
                 let back = redis_errors::promote_back(addr, Some(&demoted)).await;
+                let partner_pid = partner.pid();
                 // Stopped whatever happened: a partner left running would hold nothing.
                 let stopped = partner.stop().await;
-                let _ = std::fs::remove_file(file);
+                let _ = std::fs::remove_file(&file);
+                let primary_pid = self.redis(fault)?.lock().await.pid();
+                if let Some(dir) = file.parent() {
+                    remove_cut_off_syncs(dir, &[partner_pid, primary_pid]);
+                }
                 back?;
                 stopped?;
                 done.commands += 2;
@@ -226,5 +255,40 @@ impl Step<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_off_sync_of_the_given_servers_is_deleted_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = [
+            "temp-1796486986.111.rdb",
+            "temp-1796486987.222.rdb",
+            "temp-111.rdb",
+            "target.rdb",
+            "temp-1796486986.111.log",
+        ];
+        for f in files {
+            std::fs::write(dir.path().join(f), b"counts").unwrap();
+        }
+        remove_cut_off_syncs(dir.path(), &[111, 333]);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "target.rdb",
+                "temp-111.rdb",
+                "temp-1796486986.111.log",
+                "temp-1796486987.222.rdb"
+            ]
+        );
     }
 }
