@@ -403,8 +403,9 @@ pub async fn attach_partner(
     })
     .await?;
     // And loaded on the partner's: the primary counts it online once the file is sent, while
-    // the partner may still be writing it to its temporary file. Until it has renamed it, the
-    // link is down: taken as out of sync then, it would be stopped mid-transfer, its file left.
+    // the partner may still be receiving it into its temporary file. Until it has loaded it,
+    // its link is down, and `in_sync` would take it as out of sync: stopped mid-transfer, it
+    // left that file behind. (`master_sync_in_progress` is only a safeguard.)
     until_replication(partner, "the partner's first sync loaded", |i| {
         is(i, "master_link_status", "up") && is(i, "master_sync_in_progress", "0")
     })

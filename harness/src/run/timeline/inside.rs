@@ -22,13 +22,12 @@ pub(super) fn sync_files(name: &str, dir: &std::path::Path) -> [std::path::PathB
     .map(|f| dir.join(f))
 }
 
-/// Deletes the files a replica's sync was writing when it was cut off: Redis receives the
-/// sync into `temp-<unixtime>.<pid>.rdb` and renames it to its RDB file ([`sync_files`]) only
-/// once it has it all. A partner stopped, or a demoted primary promoted, mid-transfer leaves
-/// it behind (Redis's own clean-up of an aborted one unlinks it in a background thread), and it
-/// holds the limiter's counts. Only those of `pids`, servers no longer syncing: the run's other
+/// Deletes the file a partner was receiving its sync into when it was stopped: Redis receives
+/// a sync into `temp-<unixtime>.<pid>.rdb` and renames it to its RDB file ([`sync_files`])
+/// once it has it all. `REPLICAOF NO ONE` deletes it, a shutdown does not (nor a kill), and it
+/// holds the limiter's counts. Only the files of `pids`, servers stopped: the run's other
 /// servers share the folder.
-fn remove_cut_off_syncs(dir: &std::path::Path, pids: &[u32]) {
+pub(super) fn remove_cut_off_syncs(dir: &std::path::Path, pids: &[u32]) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -182,8 +181,10 @@ impl Step<'_> {
                     Err(e) => {
                         // Half done: the target must stay the primary its limiter writes to.
                         let back = redis_errors::promote_back(addr, None).await;
+                        let partner_pid = partner.pid();
                         let _ = partner.stop().await;
                         files.iter().for_each(|f| drop(std::fs::remove_file(f)));
+                        remove_cut_off_syncs(&dir, &[partner_pid]);
                         return Err(match back {
                             Ok(()) => e.into(),
                             Err(back) => FaultError::Undo(format!(
@@ -237,14 +238,9 @@ impl Step<'_> {
             Undo::Partner(partner) => {
                 let (mut partner, demoted, file) = *partner;
                 let back = redis_errors::promote_back(addr, Some(&demoted)).await;
-                let partner_pid = partner.pid();
                 // Stopped whatever happened: a partner left running would hold nothing.
                 let stopped = partner.stop().await;
-                let _ = std::fs::remove_file(&file);
-                let primary_pid = self.redis(fault)?.lock().await.pid();
-                if let Some(dir) = file.parent() {
-                    remove_cut_off_syncs(dir, &[partner_pid, primary_pid]);
-                }
+                let _ = std::fs::remove_file(file);
                 back?;
                 stopped?;
                 done.commands += 2;

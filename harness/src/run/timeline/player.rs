@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::inside::sync_files;
+use super::inside::{remove_cut_off_syncs, sync_files};
 use super::step::{Done, FaultError, Op, Partners, SavedByFault, Step, partner_name};
 use crate::faults::Fault;
 use crate::infra::RedisServer;
@@ -121,14 +121,24 @@ impl Player {
                 drop(server);
                 // A failed start or sync is the fault's to meet and report, when it starts its
                 // own partner.
-                let Ok(partner) = RedisServer::start(&partner_name(&name), &dir).await else {
+                let Ok(mut partner) = RedisServer::start(&partner_name(&name), &dir).await else {
                     return;
                 };
                 let attached = redis_errors::attach_partner(primary, partner.addr()).await;
+                // Stopped before its files go: it may have been mid-transfer.
+                let cut_off = if attached.is_err() {
+                    let pid = partner.pid();
+                    let _ = partner.stop().await;
+                    Some(pid)
+                } else {
+                    None
+                };
                 sync_files(&name, &dir)
                     .iter()
                     .for_each(|f| drop(std::fs::remove_file(f)));
-                if let Ok(attached) = attached {
+                if let Some(pid) = cut_off {
+                    remove_cut_off_syncs(&dir, &[pid]);
+                } else if let Ok(attached) = attached {
                     let mut slots = partners.lock().unwrap_or_else(|e| e.into_inner());
                     if let Some(free @ None) = slots.get_mut(slot) {
                         *free = Some((partner, attached));
